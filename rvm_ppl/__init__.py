@@ -1,0 +1,32 @@
+"""rvm_ppl: the relevance vector machine as one PyMC model, fitted four ways.
+
+``RVR(...).fit(X, y, method=...)`` with ``method`` one of ``"evidence"``
+(type-II maximum likelihood by the fast sequential algorithm), ``"vb"``
+(Bishop & Tipping's variational RVM), ``"advi"`` and ``"nuts"`` (on the
+PyMC model of :func:`build_model`). Every method returns the same
+``arviz.InferenceData`` layout in ``idata_``.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from .estimators import RVR
+from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
+from .model import DEFAULT_PRIORS, build_model
+
+try:
+    __version__ = version("rvm_ppl")
+except PackageNotFoundError:  # pragma: no cover
+    __version__ = "unknown"
+
+__all__ = [
+    "RVR",
+    "RBF",
+    "LinearSpline",
+    "Polynomial",
+    "Linear",
+    "FunctionKernel",
+    "design_matrix",
+    "build_model",
+    "DEFAULT_PRIORS",
+    "__version__",
+]

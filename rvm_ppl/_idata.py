@@ -108,16 +108,17 @@ def make_idata(
     return idata
 
 
-def gaussian_draws(mean, cov, active, n_basis, *, draws, rng):
+def gaussian_draws(mean, cov, active, n_basis, *, chains, draws, rng):
     """Draws of ``w`` on all ``n_basis`` bases from ``N(mean, cov)`` on ``active``.
 
-    Inactive bases get exactly zero. Returns an array of shape (1, draws, n_basis).
+    Inactive bases get exactly zero. Returns an array of shape
+    (chains, draws, n_basis).
     """
-    w = np.zeros((1, draws, n_basis))
+    w = np.zeros((chains, draws, n_basis))
     if len(active):
         from ._linalg import cholesky_jittered
 
         L = cholesky_jittered(cov, what="posterior covariance of the weights")
-        z = rng.standard_normal((draws, len(active)))
-        w[0][:, active] = mean + z @ L.T
+        z = rng.standard_normal((chains, draws, len(active)))
+        w[:, :, active] = mean + z @ L.T
     return w

@@ -127,6 +127,106 @@ def log_evidence_dense(Phi, t, alpha, beta):
     return -0.5 * (len(t) * np.log(2 * np.pi) + cho_logdet(L) + z @ z)
 
 
+def out_factors(S, Q, active, alpha):
+    """Faul & Tipping's ``s, q``: the factors with each basis left out of the model.
+
+    Tipping & Faul (2003) eqs. (23)-(24): for a basis in the model,
+    ``s = alpha S / (alpha - S)`` and ``q = alpha Q / (alpha - S)``; for one
+    outside it, ``s = S`` and ``q = Q``.
+    """
+    s, q = S.copy(), Q.copy()
+    if len(active):
+        a = np.asarray(active)
+        denom = alpha - S[a]
+        s[a] = alpha * S[a] / denom
+        q[a] = alpha * Q[a] / denom
+    return s, q
+
+
+@dataclass
+class Decision:
+    """One step of the fast sequential algorithm: what to do to which basis."""
+
+    action: str  # ADD, REESTIMATE or DELETE
+    index: int  # basis index
+    new_alpha: float  # its new alpha (inf for a deletion)
+    gain: float  # predicted change in the log evidence
+    terminate: bool  # no step is worth taking
+    add_order: np.ndarray  # addable candidates, best first (for prefetching)
+
+
+def choose_action(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
+    """Choose the action that increases the log evidence most.
+
+    Implements the decision phase of Tipping & Faul (2003), §4 with
+    SparseBayes's preferences: every candidate's change in log evidence is
+    computed for its only possible action (add, re-estimate or delete), a
+    pending deletion takes priority over everything else, and the loop
+    should stop when nothing increases the evidence or the best action is a
+    re-estimation changing ``log alpha`` by less than ``tol``.
+
+    Parameters
+    ----------
+    S, Q : ndarray of shape (M,)
+        Sparsity and quality factors with the current model (``C``).
+    active : sequence of int
+        Basis indices in the model, in the order of ``alpha``.
+    alpha : ndarray of shape (len(active),)
+    blocked : collection of int
+        Candidates that may not be added (alignment test).
+    tol : float
+
+    Returns
+    -------
+    Decision
+    """
+    M = len(S)
+    s, q = out_factors(S, Q, active, alpha)
+    factor = q**2 - s
+    dl = np.zeros(M)
+    new_alpha = np.full(M, np.inf)
+    act = np.asarray(active, dtype=int)
+    in_model = np.zeros(M, dtype=bool)
+    in_model[act] = True
+    alpha_of = np.zeros(M)
+    alpha_of[act] = alpha
+
+    # Re-estimate (Tipping & Faul 2003, eq. 32, halved): alpha~ = s^2 / (q^2 - s).
+    re = act[factor[act] > ZERO_FACTOR]
+    if re.size:
+        new_alpha[re] = s[re] ** 2 / factor[re]
+        delta = 1.0 / new_alpha[re] - 1.0 / alpha_of[re]
+        dl[re] = 0.5 * (delta * Q[re] ** 2 / (S[re] * delta + 1) - np.log1p(S[re] * delta))
+    # Delete (eq. 37, halved): irrelevant basis functions in the model.
+    de = act[factor[act] <= ZERO_FACTOR]
+    if de.size:
+        dl[de] = -0.5 * (q[de] ** 2 / (s[de] + alpha_of[de]) - np.log1p(s[de] / alpha_of[de]))
+    # Add (eq. 27, halved): relevant candidates outside the model.
+    cand = ~in_model & (factor > ZERO_FACTOR)
+    if len(blocked):
+        cand[list(blocked)] = False
+    ad = np.flatnonzero(cand)
+    if ad.size:
+        quot = q[ad] ** 2 / s[ad]
+        dl[ad] = 0.5 * (quot - 1 - np.log(quot))
+        new_alpha[ad] = s[ad] ** 2 / factor[ad]
+    add_order = ad[np.argsort(-dl[ad])]
+    # SparseBayes's default preference: a pending deletion wins.
+    if de.size:
+        dl[re] = 0.0
+        dl[ad] = 0.0
+
+    best = int(np.argmax(dl))
+    gain = float(dl[best])
+    action = DELETE if best in de else (REESTIMATE if in_model[best] else ADD)
+    terminate = gain <= 0 or (
+        action == REESTIMATE
+        and abs(np.log(new_alpha[best]) - np.log(alpha_of[best])) < tol
+        and de.size == 0
+    )
+    return Decision(action, best, float(new_alpha[best]), gain, terminate, add_order)
+
+
 class _Model:
     """The state of the fast sequential algorithm on unit-norm columns.
 
@@ -193,6 +293,35 @@ class _Model:
         )
         return dict(beta=beta, Sigma=Sigma, mu=mu, S=S, Q=Q, ED=ED, logml=logml)
 
+    def result(self, trace, n_iter, converged, *, aligned=(), counts=None):
+        """The current state as an :class:`EvidenceResult` on the original column scale.
+
+        Unit-norm columns ``phi / scale`` carry weights ``w * scale`` and
+        precisions ``alpha / scale^2``; ``s`` scales like ``scale^2``, ``q``
+        like ``scale``.
+        """
+        s, q = self.factors()
+        order = np.argsort(self.active)
+        active = np.asarray(self.active, dtype=int)[order]
+        sc = self.scale[active]
+        alpha = np.full(self.basis.n_basis, np.inf)
+        alpha[active] = self.alpha[order] * sc**2
+        return EvidenceResult(
+            active=active,
+            mu=self.mu[order] / sc,
+            Sigma=self.Sigma[np.ix_(order, order)] / np.outer(sc, sc),
+            alpha=alpha,
+            beta=self.beta,
+            log_evidence=self.logml,
+            log_evidence_trace=np.asarray(trace),
+            s=s * self.scale**2,
+            q=q * self.scale,
+            n_iter=n_iter,
+            converged=converged,
+            aligned=np.asarray(aligned, dtype=int),
+            counts=dict(counts or {}),
+        )
+
     def load(self, stats):
         self.beta = stats["beta"]
         self.Sigma, self.mu = stats["Sigma"], stats["mu"]
@@ -201,14 +330,7 @@ class _Model:
 
     # -- "out" statistics and the change in log evidence ----------------
     def factors(self):
-        """Faul & Tipping's s, q for every candidate (eqs. 22-23 of Tipping & Faul 2003)."""
-        s, q = self.S.copy(), self.Q.copy()
-        if self.active:
-            a = np.asarray(self.active)
-            denom = self.alpha - self.S[a]
-            s[a] = self.alpha * self.S[a] / denom
-            q[a] = self.alpha * self.Q[a] / denom
-        return s, q
+        return out_factors(self.S, self.Q, self.active, self.alpha)
 
     # -- rank-one updates (Tipping & Faul 2003, Appendix A) -----------------
     def reestimate(self, pos, new_alpha):
@@ -260,6 +382,16 @@ class _Model:
         self.cols = np.hstack([self.cols, col])
         self.GA = np.hstack([self.GA, Gi[:, None]])
         self.active.append(i)
+
+
+def warn_not_converged(max_iter):
+    """Warn that the evidence maximisation hit its iteration cap."""
+    warnings.warn(
+        f"The evidence maximisation did not converge in {max_iter} iterations; "
+        "increase max_iter or loosen tol.",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
 
 
 def fit_evidence_regression(
@@ -338,48 +470,8 @@ def fit_evidence_regression(
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
-        s, q = model.factors()
-        factor = q**2 - s
-        dl = np.zeros(M)
-        in_model = np.zeros(M, dtype=bool)
-        act = np.asarray(model.active, dtype=int)
-        in_model[act] = True
-        pos = {j: k for k, j in enumerate(model.active)}
-        new_alpha = np.full(M, np.inf)
-
-        # Re-estimate (Tipping & Faul 2003, eq. 32, halved): alpha~ = s^2 / (q^2 - s).
-        re = act[factor[act] > ZERO_FACTOR]
-        if re.size:
-            new_alpha[re] = s[re] ** 2 / factor[re]
-            delta = 1.0 / new_alpha[re] - 1.0 / model.alpha[[pos[j] for j in re]]
-            dl[re] = 0.5 * (delta * model.Q[re] ** 2 / (model.S[re] * delta + 1) - np.log1p(model.S[re] * delta))
-        # Delete (eq. 37, halved): irrelevant basis functions in the model.
-        de = act[factor[act] <= ZERO_FACTOR]
-        if de.size:
-            a_de = model.alpha[[pos[j] for j in de]]
-            dl[de] = -0.5 * (q[de] ** 2 / (s[de] + a_de) - np.log1p(s[de] / a_de))
-        # Add (eq. 27, halved): relevant candidates not in the model.
-        cand = ~in_model & (factor > ZERO_FACTOR)
-        if blocked:
-            cand[list(blocked)] = False
-        ad = np.flatnonzero(cand)
-        if ad.size:
-            quot = q[ad] ** 2 / s[ad]
-            dl[ad] = 0.5 * (quot - 1 - np.log(quot))
-            new_alpha[ad] = s[ad] ** 2 / factor[ad]
-        # SparseBayes's default preference: a pending deletion wins.
-        if de.size:
-            dl[re] = 0.0
-            dl[ad] = 0.0
-
-        best = int(np.argmax(dl))
-        gain = dl[best]
-        action = DELETE if best in de else (ADD if not in_model[best] else REESTIMATE)
-        terminate = gain <= 0 or (
-            action == REESTIMATE
-            and abs(np.log(new_alpha[best]) - np.log(model.alpha[pos[best]])) < tol
-            and de.size == 0
-        )
+        d = choose_action(model.S, model.Q, model.active, model.alpha, blocked=blocked, tol=tol)
+        action, best, gain, terminate = d.action, d.index, d.gain, d.terminate
 
         update_noise = not fixed_beta and (
             terminate or it <= BETA_UPDATE_START or it % BETA_UPDATE_FREQUENCY == 0
@@ -397,15 +489,14 @@ def fit_evidence_regression(
                     blocked[best] = aligned_with
                     counts["aligned"] += 1
                 else:
-                    order = ad[np.argsort(-dl[ad])]
-                    model.ensure_cross(best, candidates=order.tolist())
-                    model.add(best, new_alpha[best])
+                    model.ensure_cross(best, candidates=d.add_order.tolist())
+                    model.add(best, d.new_alpha)
                     counts[ADD] += 1
             elif action == REESTIMATE:
-                model.reestimate(pos[best], new_alpha[best])
+                model.reestimate(model.active.index(best), d.new_alpha)
                 counts[REESTIMATE] += 1
             else:
-                model.delete(pos[best])
+                model.delete(model.active.index(best))
                 counts[DELETE] += 1
                 # Candidates blocked by the deleted basis become eligible again.
                 blocked = {c: j for c, j in blocked.items() if j != best}
@@ -426,36 +517,84 @@ def fit_evidence_regression(
             converged = True
             break
     else:
-        warnings.warn(
-            f"The evidence maximisation did not converge in {max_iter} iterations; "
-            "increase max_iter or loosen tol.",
-            ConvergenceWarning,
-            stacklevel=2,
-        )
+        warn_not_converged(max_iter)
 
     model.load(model.full_statistics())
-    s, q = model.factors()
-    order = np.argsort(model.active)
-    active = np.asarray(model.active, dtype=int)[order]
-    sc = scale[active]
-    alpha_full = np.full(M, np.inf)
-    alpha_full[active] = model.alpha[order] * sc**2
-    return EvidenceResult(
-        active=active,
-        mu=model.mu[order] / sc,
-        Sigma=model.Sigma[np.ix_(order, order)] / np.outer(sc, sc),
-        alpha=alpha_full,
-        beta=model.beta,
-        log_evidence=model.logml,
-        log_evidence_trace=np.asarray(trace),
-        s=s * scale**2,
-        q=q * scale,
-        n_iter=it,
-        converged=converged,
-        aligned=np.asarray(sorted(blocked), dtype=int),
-        counts=counts,
-    )
+    return model.result(trace, it, converged, aligned=sorted(blocked), counts=counts)
 
+def fit_evidence_full(
+    Phi, t, *, beta=None, fixed_beta=False, max_iter=10_000, tol=MIN_DELTA_LOG_ALPHA, alpha_prune=1e12
+):
+    """Maximise the log evidence by Tipping's (2001) original re-estimation.
+
+    All ``M`` basis functions start in the model and every iteration
+    applies MacKay's updates ``alpha_i = gamma_i / mu_i^2`` (eq. 16) and
+    ``beta = (N - sum gamma) / ||t - Phi mu||^2`` (eq. 18) to all of them at
+    once, pruning a basis function when its ``alpha`` (on unit-norm columns)
+    exceeds ``alpha_prune`` (App. B.1). It costs ``O(M^3)`` per iteration
+    and is kept as the reference the fast sequential algorithm is checked
+    against; it is the algorithm behind the figures of the paper.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, M)
+    t : ndarray of shape (N,)
+    beta, fixed_beta : float, bool
+        As in :func:`fit_evidence_regression`.
+    max_iter : int
+    tol : float
+        Stop when no ``log alpha`` of a retained basis changes by more than this.
+    alpha_prune : float
+
+    Returns
+    -------
+    EvidenceResult
+    """
+    Phi = np.asarray(Phi, dtype=float)
+    t = np.asarray(t, dtype=float)
+    N, M = Phi.shape
+    scale = np.linalg.norm(Phi, axis=0)
+    scale[scale == 0] = 1.0
+    var_t = float(np.var(t))
+    beta_max = BETA_MAX_FACTOR / max(var_t, np.finfo(float).tiny)
+    if beta is None:
+        beta = 1.0 / (GAUSSIAN_SNR_INIT * max(np.sqrt(var_t), 1e-6)) ** 2
+    basis = DenseBasis(Phi / scale)
+    model = _Model(basis, t, np.ones(M), basis.Phi.T @ t, float(beta))
+    PtP = basis.Phi.T @ basis.Phi
+    keep = np.arange(M)
+    alpha = np.ones(M)
+    trace, converged, it = [], False, 0
+
+    def evaluate():
+        model.active, model.alpha = list(keep), alpha[keep]
+        model.cols, model.GA = basis.Phi[:, keep], PtP[:, keep]
+        model.load(model.full_statistics())
+
+    for it in range(1, max_iter + 1):
+        evaluate()
+        trace.append(model.logml)
+        gamma = 1.0 - model.alpha * np.diag(model.Sigma)  # eq. (17)
+        # eq. (16); gamma <= 0 (rounding) means the prior alone fixes w_i: prune.
+        new = np.full(len(keep), np.inf)
+        ok = gamma > 0
+        new[ok] = gamma[ok] / np.maximum(model.mu[ok] ** 2, np.finfo(float).tiny)
+        change = np.max(np.abs(np.log(new[ok]) - np.log(model.alpha[ok])), initial=0.0)
+        if not ok.all():
+            change = np.inf
+        alpha[keep] = new
+        if not fixed_beta:
+            beta = (N - gamma.sum()) / max(model.ED, np.finfo(float).tiny)  # eq. (18)
+            model.beta = min(beta, beta_max)
+        keep = keep[alpha[keep] < alpha_prune]
+        if change < tol:
+            converged = True
+            break
+    else:
+        warn_not_converged(max_iter)
+    evaluate()
+    model.scale = scale  # report on the original column scale
+    return model.result(trace, it, converged, counts={REESTIMATE: it})
 
 def _update_noise(model, beta_max):
     """MacKay's noise update, accepted only if it raises the log evidence.

@@ -1,0 +1,140 @@
+"""Data sets of the papers: Tipping's sinc, Friedman #1, Ripley, Pima, Boston.
+
+The real data sets are shipped with the package (see ``rvm_ppl/data/README.md``
+for their origin); the synthetic ones are generated from their definitions
+in Tipping (2001), Appendix E.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+
+import numpy as np
+
+__all__ = ["sinc", "make_sinc", "make_friedman1", "load_ripley", "load_pima", "load_boston"]
+
+
+def sinc(x):
+    """Tipping's ``sinc(x) = sin(x) / x`` (``numpy.sinc`` is ``sin(pi x)/(pi x)``)."""
+    return np.sinc(np.asarray(x, dtype=float) / np.pi)
+
+
+def make_sinc(n_samples=100, *, noise="gaussian", noise_level=0.1, grid=True, random_state=None):
+    """Tipping's sinc regression problem (Tipping 2001, §4.1 and Appendix E).
+
+    Parameters
+    ----------
+    n_samples : int
+    noise : {"gaussian", "uniform", None}
+        Gaussian noise with standard deviation ``noise_level``, or uniform
+        noise on ``[-noise_level, noise_level]``, or none.
+    noise_level : float
+    grid : bool
+        Equally spaced inputs on ``[-10, 10]`` (the paper's design);
+        otherwise uniform random inputs.
+    random_state : int, Generator or None
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 1)
+    y : ndarray of shape (n_samples,)
+
+    Examples
+    --------
+    >>> X, y = make_sinc(5, noise=None)
+    >>> X[:, 0].tolist()
+    [-10.0, -5.0, 0.0, 5.0, 10.0]
+    >>> round(float(y[2]), 6)
+    1.0
+    """
+    rng = np.random.default_rng(random_state)
+    if grid:
+        x = np.linspace(-10, 10, n_samples)
+    else:
+        x = np.sort(rng.uniform(-10, 10, n_samples))
+    y = sinc(x)
+    if noise == "gaussian":
+        y = y + noise_level * rng.standard_normal(n_samples)
+    elif noise == "uniform":
+        y = y + rng.uniform(-noise_level, noise_level, n_samples)
+    elif noise is not None:
+        raise ValueError(f"Unknown noise {noise!r}; expected 'gaussian', 'uniform' or None.")
+    return x[:, None], y
+
+
+def make_friedman1(n_samples=240, *, noise=1.0, random_state=None):
+    """Friedman #1 with ten inputs, five of them irrelevant (Tipping 2001, eq. 62).
+
+    ``y = 10 sin(pi x1 x2) + 20 (x3 - 1/2)^2 + 10 x4 + 5 x5 + noise`` with
+    inputs uniform on the unit hypercube.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 10)
+    y : ndarray of shape (n_samples,)
+    """
+    rng = np.random.default_rng(random_state)
+    X = rng.uniform(size=(n_samples, 10))
+    f = (
+        10 * np.sin(np.pi * X[:, 0] * X[:, 1])
+        + 20 * (X[:, 2] - 0.5) ** 2
+        + 10 * X[:, 3]
+        + 5 * X[:, 4]
+    )
+    return X, f + noise * rng.standard_normal(n_samples)
+
+
+def _load(name, skiprows=0):
+    with files("rvm_ppl.data").joinpath(name).open("r") as fh:
+        return np.loadtxt(fh, skiprows=skiprows)
+
+
+def load_ripley():
+    """Ripley's synthetic two-class data: 250 training and 1000 test points.
+
+    Returns
+    -------
+    X_train : ndarray of shape (250, 2)
+    y_train : ndarray of shape (250,), int in {0, 1}
+    X_test : ndarray of shape (1000, 2)
+    y_test : ndarray of shape (1000,)
+
+    Examples
+    --------
+    >>> X, y, Xt, yt = load_ripley()
+    >>> X.shape, Xt.shape, int(y.sum()), int(yt.sum())
+    ((250, 2), (1000, 2), 125, 500)
+    """
+    tr, te = _load("synth.tr", 1), _load("synth.te", 1)
+    return tr[:, :2], tr[:, 2].astype(int), te[:, :2], te[:, 2].astype(int)
+
+
+def load_pima():
+    """Ripley's Pima Indians diabetes split: 200 training and 332 test cases.
+
+    Inputs are ``npreg glu bp skin bmi ped age`` (unstandardised); labels are
+    1 for diabetic and 0 otherwise.
+
+    Examples
+    --------
+    >>> X, y, Xt, yt = load_pima()
+    >>> X.shape, Xt.shape, int(y.sum()), int(yt.sum())
+    ((200, 7), (332, 7), 68, 109)
+    """
+    tr, te = _load("pima.tr"), _load("pima.te")
+    # The shipped files code 0 = diabetic; return 1 = diabetic.
+    return tr[:, :7], 1 - tr[:, 7].astype(int), te[:, :7], 1 - te[:, 7].astype(int)
+
+
+def load_boston():
+    """Boston housing: 506 cases, 13 inputs, median house value (``MEDV``).
+
+    Examples
+    --------
+    >>> X, y = load_boston()
+    >>> X.shape, round(float(y.mean()), 3)
+    ((506, 13), 22.533)
+    """
+    d = _load("housing.data")
+    return d[:, :13], d[:, 13]
+

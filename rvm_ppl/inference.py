@@ -1,0 +1,241 @@
+"""``fit(method=...)``: one table maps method names to fitters.
+
+Every fitter takes the design matrix (or a lazy basis), the targets and the
+basis labels and returns a :class:`Posterior`: the first two moments of the
+weights on the basis functions it keeps, point summaries of ``alpha`` and
+``beta``, the relevance decision, and the method's InferenceData (built on
+first use for the evidence method, whose draws are cheap but can be large).
+
+Predictions need only the moments: for any posterior, the predictive mean
+and variance at ``phi(x)`` are ``phi^T E[w]`` and
+``phi^T Cov[w] phi + E[1/beta]`` (Tipping 2001, eqs. 21-22 for the evidence
+method; exact moments of the posterior predictive for the others).
+
+Relevance rules
+---------------
+``evidence``
+    ``alpha_m`` finite (the basis is in the final model).
+``vb``, ``advi``, ``nuts``
+    ``E[gamma_m] > 1/2`` with ``gamma_m = 1 - alpha_m Sigma_mm`` (Tipping 2001,
+    eq. 17), the posterior expectation of how well the data determine weight
+    ``m`` on a scale from 0 (by the prior alone) to 1 (by the data alone).
+    The rule is free of units and needs no threshold on ``alpha``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from ._basis import DenseBasis
+from ._idata import gaussian_draws, make_idata
+from .evidence import fit_evidence_full, fit_evidence_regression
+
+RELEVANCE_GAMMA = 0.5
+
+
+@dataclass
+class Posterior:
+    """What a fitter returns, in the units of the targets it was given.
+
+    Attributes
+    ----------
+    support : ndarray of int
+        Basis indices that carry non-zero weight (all others are exactly 0).
+    mean, cov : ndarray
+        ``E[w]`` and ``Cov[w]`` on ``support``.
+    noise_var : float or None
+        ``E[1/beta]`` (regression).
+    alpha : ndarray of shape (M,)
+        Point summary of each ``alpha_m`` (``inf`` where pruned).
+    beta : float or None
+        Point summary of ``beta``.
+    relevant : ndarray of bool, shape (M,)
+        The method's relevance decision.
+    idata_factory : callable
+        Builds the InferenceData.
+    info : dict
+        Method-specific scalars (log evidence, iterations, ...).
+    """
+
+    support: np.ndarray
+    mean: np.ndarray
+    cov: np.ndarray
+    noise_var: float | None
+    alpha: np.ndarray
+    beta: float | None
+    relevant: np.ndarray
+    idata_factory: Callable
+    info: dict = field(default_factory=dict)
+
+
+def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
+    """Type-II maximum likelihood.
+
+    ``options["solver"]`` chooses the fast sequential algorithm of Tipping &
+    Faul (2003) (``"fast"``, the default) or Tipping's (2001) original
+    re-estimation of all ``alpha`` at once (``"full"``).
+    """
+    if likelihood != "gaussian":
+        raise ValueError(f"method='evidence' does not support likelihood={likelihood!r} yet.")
+    common = dict(
+        beta=options.get("beta"),
+        fixed_beta=options.get("fixed_beta", False),
+        max_iter=options.get("max_iter", 10_000),
+        tol=options.get("tol", 1e-3),
+    )
+    solver = options.get("solver", "fast")
+    if solver == "fast":
+        res = fit_evidence_regression(
+            basis, y, start=options.get("start"),
+            alignment_test=options.get("alignment_test", True), **common,
+        )
+    elif solver == "full":
+        if not isinstance(basis, DenseBasis):
+            raise ValueError("solver='full' needs the dense design matrix; use solver='fast' for large N.")
+        res = fit_evidence_full(basis.Phi, y, **common)
+    else:
+        raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
+    M = len(res.alpha)
+    relevant = np.isfinite(res.alpha)
+    draws, chains = options.get("draws", 1000), options.get("chains", 2)
+    labels = list(labels)
+
+    def build():
+        rng = np.random.default_rng(random_state)
+        w = gaussian_draws(res.mu, res.Sigma, res.active, M, chains=chains, draws=draws, rng=rng)
+        mean = np.zeros(M)
+        mean[res.active] = res.mu
+        active_labels = [labels[j] for j in res.active]
+        idata = make_idata(
+            method="evidence",
+            basis=labels,
+            w=w,
+            alpha=np.broadcast_to(res.alpha, (chains, draws, M)),
+            beta=np.full((chains, draws), res.beta),
+            y=y,
+            fit={
+                "mean": (("basis",), mean),
+                "alpha": (("basis",), res.alpha),
+                "beta": ((), res.beta),
+                "cov": (("active", "active_col"), res.Sigma),
+                "s": (("basis",), res.s),
+                "q": (("basis",), res.q),
+                "log_evidence": (("iteration",), res.log_evidence_trace),
+            },
+            attrs={"log_evidence": res.log_evidence, "n_iter": res.n_iter, **(attrs or {})},
+        )
+        idata.fit.coords["active"] = active_labels
+        idata.fit.coords["active_col"] = active_labels
+        return idata
+
+    return Posterior(
+        support=res.active,
+        mean=res.mu,
+        cov=res.Sigma,
+        noise_var=1.0 / res.beta,
+        alpha=res.alpha,
+        beta=res.beta,
+        relevant=relevant,
+        idata_factory=build,
+        info={"result": res, "log_evidence": res.log_evidence, "n_iter": res.n_iter,
+              "converged": res.converged},
+    )
+
+
+_FIT_METHODS = {"evidence": fit_evidence}
+
+# How each stored quantity scales when the targets are multiplied by s:
+# value_original = value_standardised * s**power.
+_SCALE_POWERS = {
+    "w": 1, "mean": 1, "y": 1, "cov": 2,
+    "alpha": -2, "beta": -2, "alpha_rate": 2, "beta_rate": 2,
+    "s": -2, "q": -1,
+}
+_LOG_DENSITIES = ("log_evidence", "elbo")  # shift by -N log s
+
+
+def _rescale_posterior(post, scale, n_obs):
+    """Express a posterior fitted to ``y / scale`` in the units of ``y``."""
+    if scale == 1.0:
+        return post
+    factory = post.idata_factory
+
+    def build():
+        idata = factory()
+        for group in ("posterior", "fit", "observed_data"):
+            if group not in idata.groups():
+                continue
+            ds = idata[group]
+            for name in list(ds.data_vars):
+                if name in _SCALE_POWERS:
+                    ds[name] = ds[name] * scale ** _SCALE_POWERS[name]
+                elif name in _LOG_DENSITIES:
+                    ds[name] = ds[name] - n_obs * np.log(scale)
+        for key in _LOG_DENSITIES:
+            if key in idata.attrs:
+                idata.attrs[key] = idata.attrs[key] - n_obs * np.log(scale)
+        idata.attrs["target_scale"] = scale
+        return idata
+
+    info = dict(post.info)
+    if "log_evidence" in info:
+        info["log_evidence"] = info["log_evidence"] - n_obs * np.log(scale)
+    return Posterior(
+        support=post.support,
+        mean=post.mean * scale,
+        cov=post.cov * scale**2,
+        noise_var=None if post.noise_var is None else post.noise_var * scale**2,
+        alpha=post.alpha / scale**2,
+        beta=None if post.beta is None else post.beta / scale**2,
+        relevant=post.relevant,
+        idata_factory=build,
+        info=info,
+    )
+
+
+def fit(basis, y, *, method="evidence", labels, likelihood="gaussian", options=None, random_state=None, attrs=None):
+    """Fit the RVM to ``y`` on the given basis by one of the methods in ``_FIT_METHODS``.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
+    y : ndarray of shape (N,)
+    method : str
+        A key of ``_FIT_METHODS``.
+    labels : list of str
+        Basis labels.
+    likelihood : {"gaussian", "bernoulli"}
+    options : dict, optional
+        Method options (``max_iter``, ``draws``, ``priors``, ...). A given
+        ``beta`` is in the units of ``y``.
+    random_state : int or None
+    attrs : dict, optional
+        Extra InferenceData attributes.
+
+    Returns
+    -------
+    Posterior
+    """
+    try:
+        fitter = _FIT_METHODS[method]
+    except (KeyError, TypeError):
+        raise ValueError(f"Unknown method {method!r}; expected one of {sorted(_FIT_METHODS)}.") from None
+    if isinstance(basis, np.ndarray):
+        basis = DenseBasis(basis)
+    options = dict(options or {})
+    scale = 1.0
+    if likelihood == "gaussian":
+        # The priors apply to targets divided by their standard deviation,
+        # which makes every method invariant to the units of y.
+        scale = float(np.std(y)) or 1.0
+        y = y / scale
+        if options.get("beta") is not None:
+            options["beta"] = options["beta"] * scale**2
+    post = fitter(
+        basis, y, labels=labels, likelihood=likelihood, options=options,
+        random_state=random_state, attrs=attrs,
+    )
+    return _rescale_posterior(post, scale, len(y))
