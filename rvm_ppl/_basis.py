@@ -2,11 +2,26 @@
 
 The fast marginal-likelihood algorithm needs, for all ``M`` candidate basis
 functions, their squared norms, their projections on the targets, and their
-cross products with the few columns currently in the model. A
-:class:`DenseBasis` holds the ``N x M`` design matrix. A :class:`KernelBasis`
-never stores it: it evaluates kernel columns on demand, block by block, so
-its memory grows like ``N * (block + cached columns)`` rather than ``N * M``.
-Both expose the same five operations.
+cross products with the few columns currently in the model. Three classes
+expose those operations:
+
+:class:`DenseBasis`
+    holds the ``N x M`` design matrix.
+:class:`KernelBasis`
+    never stores it: it evaluates kernel columns on demand, block by block,
+    so its memory grows like ``N * (block + cached columns)``; each cross
+    product costs a pass over the whole kernel matrix.
+:class:`LowRankKernelBasis`
+    holds a pivoted Cholesky factor ``K = L L^T`` of the kernel matrix,
+    stopped when no diagonal entry of the remainder exceeds ``tol`` times
+    the largest diagonal entry of ``K``, so every entry of ``K`` is
+    reproduced to within that tolerance (the remainder is positive
+    semi-definite, hence ``|E_ij| <= sqrt(E_ii E_jj)``). Smooth kernels on
+    low-dimensional inputs have a small numerical rank ``r``, and then every
+    operation costs ``O(N r)`` per column.
+
+:func:`kernel_basis` chooses between the last two and checks the factor
+against exact kernel columns before trusting it.
 """
 
 from __future__ import annotations
@@ -15,6 +30,9 @@ import numpy as np
 
 # Number of kernel matrix entries evaluated at once by KernelBasis (64 MB).
 _BLOCK_ENTRIES = 8_000_000
+# Pivoted Cholesky: relative tolerance on the remainder's diagonal and rank cap.
+LOW_RANK_TOL = 1e-13
+LOW_RANK_MAX = 512
 
 
 class DenseBasis:
@@ -27,6 +45,10 @@ class DenseBasis:
     def norms2_and_project(self, t):
         """Return ``(||phi_m||^2 for all m, Phi^T t)``."""
         return np.einsum("ij,ij->j", self.Phi, self.Phi), self.Phi.T @ t
+
+    def weighted_norms2(self, b):
+        """Return ``sum_n b_n phi_nm^2`` for every column ``m``."""
+        return np.einsum("ij,i,ij->j", self.Phi, b, self.Phi)
 
     def columns(self, idx):
         """Return ``Phi[:, idx]``."""
@@ -77,6 +99,13 @@ class KernelBasis:
             proj[sl] = B.T @ t
         return norms2, proj
 
+    def weighted_norms2(self, b):
+        """Return ``sum_n b_n phi_nm^2`` for every column ``m``, in one pass."""
+        out = np.empty(self.n_basis)
+        for sl, B in self._kernel_blocks():
+            out[sl] = np.einsum("ij,i,ij->j", B, b, B)
+        return out
+
     def columns(self, idx):
         """Return ``Phi[:, idx]``."""
         idx = np.asarray(idx, dtype=int)
@@ -84,8 +113,12 @@ class KernelBasis:
         is_bias = idx < self.bias
         out[:, is_bias] = 1.0
         if np.any(~is_bias):
-            out[:, ~is_bias] = self.kernel(self.X, self.X[idx[~is_bias] - self.bias])
+            out[:, ~is_bias] = self._kernel_columns(idx[~is_bias] - self.bias)
         return out
+
+    def _kernel_columns(self, centres):
+        """Columns ``k(X, X[centres])``."""
+        return self.kernel(self.X, self.X[centres])
 
     def cross(self, V):
         """Return ``Phi^T V`` for ``V`` of shape (N, k), one kernel block at a time."""
@@ -93,3 +126,88 @@ class KernelBasis:
         for sl, B in self._kernel_blocks():
             out[sl] = B.T @ V
         return out
+
+
+class LowRankKernelBasis(KernelBasis):
+    """``Phi = [1, L L^T]`` with ``L`` a pivoted Cholesky factor of ``k(X, X)``."""
+
+    def __init__(self, kernel, X, L, *, bias=True):
+        super().__init__(kernel, X, bias=bias)
+        self.L = L
+        self.rank = L.shape[1]
+        self._W = L.T @ L
+
+    def norms2_and_project(self, t):
+        """Return ``(||phi_m||^2 for all m, Phi^T t)``; ``||K e_m||^2 = l_m^T (L^T L) l_m``."""
+        norms2 = np.einsum("ij,jk,ik->i", self.L, self._W, self.L)
+        proj = self.L @ (self.L.T @ t)
+        if self.bias:
+            norms2 = np.concatenate([[float(self.n_samples)], norms2])
+            proj = np.concatenate([[t.sum()], proj])
+        return norms2, proj
+
+    def weighted_norms2(self, b):
+        """Return ``sum_n b_n phi_nm^2``: ``l_m^T (L^T B L) l_m`` for kernel columns."""
+        Wb = self.L.T @ (np.asarray(b)[:, None] * self.L)
+        out = np.einsum("ij,jk,ik->i", self.L, Wb, self.L)
+        return np.concatenate([[float(np.sum(b))], out]) if self.bias else out
+
+    def _kernel_columns(self, centres):
+        """Columns ``L L[centres]^T`` of the factored kernel matrix."""
+        return self.L @ self.L[centres].T
+
+    def cross(self, V):
+        """Return ``Phi^T V = [1^T V; L (L^T V)]``."""
+        body = self.L @ (self.L.T @ V)
+        if self.bias:
+            return np.vstack([V.sum(axis=0, keepdims=True), body])
+        return body
+
+
+def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
+    """Pivoted Cholesky factor ``L`` with ``k(X, X) ~= L L^T``, or ``None``.
+
+    Stops when the largest diagonal entry of the remainder is at most
+    ``tol`` times the largest diagonal of the kernel matrix. Returns
+    ``None`` if that needs more than ``max_rank`` columns or the kernel is
+    not positive semi-definite on ``X``.
+    """
+    N = X.shape[0]
+    d = np.asarray(kernel.diag(X), dtype=float).copy()
+    dmax = d.max() if N else 0.0
+    if not np.isfinite(dmax) or dmax <= 0:
+        return None
+    L = np.zeros((N, min(max_rank, N)))
+    for j in range(L.shape[1] + 1):
+        p = int(np.argmax(d))
+        if d[p] <= tol * dmax:
+            return L[:, :j].copy()
+        if j == L.shape[1]:
+            return None
+        col = kernel(X, X[p : p + 1])[:, 0] - L[:, :j] @ L[p, :j]
+        if not np.isfinite(col).all() or col[p] <= 0:
+            return None
+        L[:, j] = col / np.sqrt(col[p])
+        d -= L[:, j] ** 2
+        d[p] = 0.0
+        if d.min() < -1e-8 * dmax:  # not positive semi-definite
+            return None
+    return None  # pragma: no cover
+
+
+def kernel_basis(kernel, X, *, bias=True, rng=None):
+    """A lazy basis for ``[1, k(X, X)]``: low-rank when that is exact, else blocks.
+
+    The low-rank factor is accepted only if it reproduces eight exact kernel
+    columns (chosen at random with a fixed seed) to ``100 * LOW_RANK_TOL``
+    of the largest diagonal entry.
+    """
+    L = pivoted_cholesky(kernel, X)
+    if L is not None:
+        rng = np.random.default_rng(0) if rng is None else rng
+        idx = rng.choice(X.shape[0], size=min(8, X.shape[0]), replace=False)
+        exact = kernel(X, X[idx])
+        scale = max(float(np.max(kernel.diag(X[idx]))), np.finfo(float).tiny)
+        if np.max(np.abs(exact - L @ L[idx].T)) <= 100 * LOW_RANK_TOL * scale:
+            return LowRankKernelBasis(kernel, X, L, bias=bias)
+    return KernelBasis(kernel, X, bias=bias)

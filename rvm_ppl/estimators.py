@@ -14,7 +14,7 @@ from sklearn.base import BaseEstimator, RegressorMixin, _fit_context
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from ._basis import DenseBasis, KernelBasis
+from ._basis import DenseBasis, kernel_basis
 from .inference import _FIT_METHODS
 from .inference import fit as _fit
 from .kernels import KERNEL_NAMES, Kernel, basis_labels, make_kernel
@@ -65,7 +65,7 @@ class _RVMBase(BaseEstimator):
             return DenseBasis(Phi), labels
         labels = basis_labels(X.shape[0], bias=bias)
         if lazy_ok and X.shape[0] * (X.shape[0] + bias) > DENSE_LIMIT:
-            return KernelBasis(self.kernel_, X, bias=bias), labels
+            return kernel_basis(self.kernel_, X, bias=bias), labels
         K = self.kernel_(X, X)
         Phi = np.hstack([np.ones((X.shape[0], 1)), K]) if bias else K
         return DenseBasis(Phi), labels

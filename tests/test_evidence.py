@@ -208,3 +208,35 @@ def test_noisy_sinc_matches_published_accuracy():
         nrv.append(np.sum(res.active > 0))
     assert np.mean(rms) <= 0.05
     assert np.mean(nrv) <= 8
+
+
+def test_low_rank_kernel_basis_matches_dense():
+    from rvm_ppl._basis import LowRankKernelBasis, kernel_basis
+
+    X, y = make_sinc(400, grid=False, random_state=8)
+    k = RBF(1 / 9)
+    basis = kernel_basis(k, X)
+    assert isinstance(basis, LowRankKernelBasis) and basis.rank < 100
+    dense_basis = DenseBasis(design_matrix(X, X, k))
+    for method in ("norms2_and_project",):
+        for a, b in zip(getattr(basis, method)(y), getattr(dense_basis, method)(y)):
+            np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
+    V = np.random.default_rng(0).standard_normal((400, 3))
+    np.testing.assert_allclose(basis.cross(V), dense_basis.cross(V), rtol=1e-9, atol=1e-9)
+    dense = fit_evidence_regression(dense_basis, y, start=0)
+    low = fit_evidence_regression(basis, y, start=0)
+    np.testing.assert_array_equal(low.active, dense.active)
+    assert low.log_evidence == pytest.approx(dense.log_evidence, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "kernel",
+    [RBF(1e4), lambda A, B: np.tanh(A @ B.T - 1.0)],
+    ids=["full-rank", "not-positive-definite"],
+)
+def test_kernel_basis_falls_back_to_exact_blocks(kernel):
+    from rvm_ppl._basis import kernel_basis
+    from rvm_ppl.kernels import make_kernel
+
+    X, _ = make_sinc(600, grid=False, random_state=1)
+    assert type(kernel_basis(make_kernel(kernel), X)) is KernelBasis

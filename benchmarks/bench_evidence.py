@@ -1,0 +1,176 @@
+"""Type-II maximum likelihood: the sinc experiments of the papers, and scaling.
+
+    python benchmarks/bench_evidence.py                 # both parts
+    python benchmarks/bench_evidence.py --part sinc --reps 100
+    python benchmarks/bench_evidence.py --part scale --sizes 1000 5000 20000
+
+Part A reproduces the sinc experiments of Tipping (2001, §4.1 and App. E)
+and Bishop & Tipping (2000, Table 1). Part B times the evidence method
+against the peers that are installed (``pip install -e ".[bench]"``):
+``fastrvm`` (a C++ port of SparseBayes) and ``sklearn-rvm``. Every
+configuration runs in its own process so that its peak memory (max RSS,
+imports included) is its own; "1 thread" sets OPENBLAS_NUM_THREADS=1 before
+numpy is imported, "default" leaves BLAS threading alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+
+def _sinc_rows(reps):
+    from rvm_ppl import RVR
+    from rvm_ppl.datasets import make_sinc, sinc
+
+    Xt = np.linspace(-10, 10, 1000)[:, None]
+    truth = sinc(Xt[:, 0])
+    rows = []
+
+    X, y = make_sinc(100, noise=None)
+    for solver in ("full", "fast"):
+        m = RVR("linear_spline", noise_std=0.01, fit_noise=False, solver=solver).fit(X, y)
+        err = np.abs(m.predict(Xt) - truth).max()
+        rows.append(
+            (f"noise-free, linear spline, sigma = 0.01 fixed ({solver} solver)", "max error",
+             f"{err:.4f}", f"{len(m.relevance_)}", "-", "0.0070 / 9 (Tipping 2001 §4.1)")
+        )
+
+    settings = [
+        ("Gaussian noise sd 0.1, RBF r = 3", "rbf", dict(noise="gaussian", noise_level=0.1),
+         "0.0494 / 6.9 / 0.0943 (Bishop & Tipping 2000, Table 1, RVM); 6.7 RVs (Tipping 2001, Table)"),
+        ("uniform noise [-0.1, 0.1], RBF r = 3", "rbf", dict(noise="uniform", noise_level=0.1),
+         "7.0 RVs (Tipping 2001, Table)"),
+        ("uniform noise [-0.2, 0.2], linear spline", "linear_spline",
+         dict(noise="uniform", noise_level=0.2), "0.0245 / 6 (Tipping 2001, Fig. 2, one data set)"),
+    ]
+    for name, kernel, noise, paper in settings:
+        rms, nrv, sd = [], [], []
+        for seed in range(reps):
+            X, y = make_sinc(100, random_state=seed, **noise)
+            m = RVR(kernel, gamma=1 / 9).fit(X, y)
+            rms.append(np.sqrt(np.mean((m.predict(Xt) - truth) ** 2)))
+            nrv.append(len(m.relevance_))
+            sd.append(1 / np.sqrt(m.beta_))
+        rows.append((f"{name}, N = 100, {reps} noise draws", "mean RMS",
+                     f"{np.mean(rms):.4f} (sd {np.std(rms):.4f})", f"{np.mean(nrv):.2f}",
+                     f"{np.mean(sd):.4f}", paper))
+    print("\n## A. Sinc experiments (evidence method)\n")
+    print("| experiment | error measure | rvm_ppl | relevance vectors | noise sd | paper (error / RVs / noise) |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        print("| " + " | ".join(r) + " |")
+
+
+def _worker(lib, n, seed):
+    """Fit one library on noisy sinc of size n; print a JSON line."""
+    import resource
+
+    from rvm_ppl.datasets import make_sinc, sinc
+
+    X, y = make_sinc(n, grid=False, random_state=seed)
+    Xt = np.linspace(-10, 10, 1000)[:, None]
+    gamma = 1 / 9
+    start = time.perf_counter()
+    if lib == "rvm_ppl":
+        from rvm_ppl import RVR
+
+        m = RVR(gamma=gamma).fit(X, y)
+        seconds = time.perf_counter() - start
+        pred, nrv = m.predict(Xt), len(m.relevance_)
+    elif lib == "fastrvm":
+        from fastrvm import RVR as FastRVR
+
+        m = FastRVR(kernel="rbf", gamma=gamma, fit_intercept=True).fit(X, y)
+        seconds = time.perf_counter() - start
+        pred, nrv = m.predict(Xt), int(m.n_relevance_)
+    elif lib == "sklearn-rvm":
+        from sklearn_rvm import EMRVR
+
+        m = EMRVR(kernel="rbf", gamma=gamma)
+        m.fit(X, y)
+        seconds = time.perf_counter() - start
+        pred, nrv = m.predict(Xt), len(m.relevance_)
+    else:
+        raise ValueError(lib)
+    rms = float(np.sqrt(np.mean((np.ravel(pred) - sinc(Xt[:, 0])) ** 2)))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(dict(seconds=seconds, peak_mb=peak, rms=rms, nrv=nrv)))
+
+
+def _run(lib, n, threads, seed, timeout):
+    env = dict(os.environ)
+    if threads == "1 thread":
+        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    else:
+        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+            env.pop(k, None)
+    cmd = [sys.executable, __file__, "--worker", lib, str(n), str(seed)]
+    try:
+        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return None, f"timed out after {timeout} s"
+    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
+    if out.returncode or not lines:
+        return None, (out.stderr.strip().splitlines() or ["failed"])[-1][:80]
+    return json.loads(lines[-1]), None
+
+
+def _installed(lib):
+    import importlib.util
+
+    return importlib.util.find_spec({"fastrvm": "fastrvm", "sklearn-rvm": "sklearn_rvm"}.get(lib, lib)) is not None
+
+
+def _scale_rows(sizes, libs, seed, timeout):
+    print("\n## B. Fit time and peak memory on noisy sinc (x uniform on [-10, 10], noise sd 0.1, RBF r = 3)\n")
+    print("| N | library | BLAS threads | fit time (s) | peak RSS (MB) | RMS to sin(x)/x | relevance vectors |")
+    print("|---|---|---|---|---|---|---|")
+    for n in sizes:
+        for lib in libs:
+            if lib != "rvm_ppl" and not _installed(lib):
+                print(f"| {n} | {lib} | - | not installed | | | |")
+                continue
+            if lib == "sklearn-rvm" and n > 5000:
+                print(f"| {n} | {lib} | - | skipped (dense N x N EM) | | | |")
+                continue
+            for threads in ("1 thread", "default"):
+                res, err = _run(lib, n, threads, seed, timeout)
+                if res is None:
+                    print(f"| {n} | {lib} | {threads} | {err} | | | |")
+                else:
+                    print(f"| {n} | {lib} | {threads} | {res['seconds']:.2f} | {res['peak_mb']:.0f} "
+                          f"| {res['rms']:.4f} | {res['nrv']} |", flush=True)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--part", choices=["sinc", "scale", "all"], default="all")
+    p.add_argument("--reps", type=int, default=100, help="noise draws per sinc experiment")
+    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
+    p.add_argument("--libs", nargs="+", default=["rvm_ppl", "fastrvm", "sklearn-rvm"])
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
+    p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    args = p.parse_args()
+    if args.worker:
+        lib, n, seed = args.worker
+        _worker(lib, int(n), int(seed))
+        return
+    if args.part in ("sinc", "all"):
+        _sinc_rows(args.reps)
+    if args.part in ("scale", "all"):
+        _scale_rows(args.sizes, args.libs, args.seed, args.timeout)
+
+
+if __name__ == "__main__":
+    import warnings
+
+    warnings.simplefilter("ignore", FutureWarning)
+    main()
