@@ -9,7 +9,7 @@ PyMC model of :func:`build_model`). Every method returns the same
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .estimators import RVR
+from .estimators import RVC, RVR
 from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
 from .model import DEFAULT_PRIORS, build_model
 
@@ -20,6 +20,7 @@ except PackageNotFoundError:  # pragma: no cover
 
 __all__ = [
     "RVR",
+    "RVC",
     "RBF",
     "LinearSpline",
     "Polynomial",

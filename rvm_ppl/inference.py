@@ -28,10 +28,14 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ._basis import DenseBasis
 from ._idata import gaussian_draws, make_idata
 from .evidence import fit_evidence_full, fit_evidence_regression
+from .evidence_laplace import fit_evidence_bernoulli
+from .model import resolve_priors
+from .variational import fit_vb_classification, fit_vb_regression
 
 RELEVANCE_GAMMA = 0.5
 
@@ -58,6 +62,9 @@ class Posterior:
         Builds the InferenceData.
     info : dict
         Method-specific scalars (log evidence, iterations, ...).
+    w_draws : ndarray of shape (S, len(support)), optional
+        Posterior draws of the weights, for predictions that need more than
+        two moments (class probabilities of the sampling methods).
     """
 
     support: np.ndarray
@@ -69,6 +76,20 @@ class Posterior:
     relevant: np.ndarray
     idata_factory: Callable
     info: dict = field(default_factory=dict)
+    w_draws: np.ndarray | None = None
+
+
+def gamma_relevance(alpha, Sigma_diag):
+    """The relevance rule of vb, advi and nuts: ``E[gamma_m] > 1/2``.
+
+    ``gamma_m = 1 - alpha_m Sigma_mm`` (Tipping 2001, eq. 17) with the
+    expectation over whatever the arguments hold (draws along axis 0, or a
+    single point).
+    """
+    gamma = 1.0 - np.asarray(alpha) * np.asarray(Sigma_diag)
+    if gamma.ndim > 1:
+        gamma = gamma.mean(axis=0)
+    return gamma > RELEVANCE_GAMMA, gamma
 
 
 def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
@@ -78,8 +99,12 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
     Faul (2003) (``"fast"``, the default) or Tipping's (2001) original
     re-estimation of all ``alpha`` at once (``"full"``).
     """
-    if likelihood != "gaussian":
-        raise ValueError(f"method='evidence' does not support likelihood={likelihood!r} yet.")
+    if likelihood == "bernoulli":
+        res = fit_evidence_bernoulli(
+            basis, y, start=options.get("start"), max_iter=options.get("max_iter", 10_000),
+            tol=options.get("tol", 1e-3), alignment_test=options.get("alignment_test", True),
+        )
+        return _evidence_posterior(res, y, labels, options, random_state, attrs)
     common = dict(
         beta=options.get("beta"),
         fixed_beta=options.get("fixed_beta", False),
@@ -98,6 +123,11 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
         res = fit_evidence_full(basis.Phi, y, **common)
     else:
         raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
+    return _evidence_posterior(res, y, labels, options, random_state, attrs)
+
+
+def _evidence_posterior(res, y, labels, options, random_state, attrs):
+    """Posterior and lazy InferenceData of an :class:`~rvm_ppl.evidence.EvidenceResult`."""
     M = len(res.alpha)
     relevant = np.isfinite(res.alpha)
     draws, chains = options.get("draws", 1000), options.get("chains", 2)
@@ -114,12 +144,12 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
             basis=labels,
             w=w,
             alpha=np.broadcast_to(res.alpha, (chains, draws, M)),
-            beta=np.full((chains, draws), res.beta),
+            beta=None if res.beta is None else np.full((chains, draws), res.beta),
             y=y,
             fit={
                 "mean": (("basis",), mean),
                 "alpha": (("basis",), res.alpha),
-                "beta": ((), res.beta),
+                **({} if res.beta is None else {"beta": ((), res.beta)}),
                 "cov": (("active", "active_col"), res.Sigma),
                 "s": (("basis",), res.s),
                 "q": (("basis",), res.q),
@@ -135,7 +165,7 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
         support=res.active,
         mean=res.mu,
         cov=res.Sigma,
-        noise_var=1.0 / res.beta,
+        noise_var=None if res.beta is None else 1.0 / res.beta,
         alpha=res.alpha,
         beta=res.beta,
         relevant=relevant,
@@ -145,7 +175,63 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
     )
 
 
-_FIT_METHODS = {"evidence": fit_evidence}
+def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
+    """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``."""
+    if not isinstance(basis, DenseBasis):
+        raise ValueError("method='vb' needs the dense design matrix.")
+    Phi = basis.Phi
+    p = resolve_priors(options.get("priors"))
+    kw = dict(max_iter=options.get("vb_max_iter", 5000), tol=options.get("vb_tol", 1e-7))
+    if likelihood == "gaussian":
+        res = fit_vb_regression(Phi, y, **p, **kw)
+    else:
+        res = fit_vb_classification(Phi, y, a=p["a"], b=p["b"], **kw)
+    M = Phi.shape[1]
+    support = np.flatnonzero(~res.pruned)
+    alpha_mean = res.alpha_mean
+    relevant, gamma = gamma_relevance(alpha_mean, np.diag(res.cov))
+    gaussian = likelihood == "gaussian"
+    beta_mean = res.beta_shape / res.beta_rate if gaussian else None
+    # E[1/beta] for Q(beta) = Gamma(c~, d~) is d~ / (c~ - 1).
+    noise_var = res.beta_rate / (res.beta_shape - 1) if gaussian else None
+    draws, chains = options.get("draws", 1000), options.get("chains", 2)
+    labels = list(labels)
+
+    def build():
+        rng = np.random.default_rng(random_state)
+        w = gaussian_draws(res.mean[support], res.cov[np.ix_(support, support)], support, M,
+                           chains=chains, draws=draws, rng=rng)
+        alpha = rng.gamma(res.alpha_shape, 1.0 / res.alpha_rate, size=(chains, draws, M))
+        beta = rng.gamma(res.beta_shape, 1.0 / res.beta_rate, size=(chains, draws)) if gaussian else None
+        fit = {
+            "mean": (("basis",), res.mean),
+            "cov": (("basis", "basis_col"), res.cov),
+            "alpha_shape": (("basis",), res.alpha_shape),
+            "alpha_rate": (("basis",), res.alpha_rate),
+            "gamma": (("basis",), gamma),
+            "elbo": (("iteration",), res.bound_trace),
+        }
+        if gaussian:
+            fit["beta_shape"] = ((), res.beta_shape)
+            fit["beta_rate"] = ((), res.beta_rate)
+        return make_idata(method="vb", basis=labels, w=w, alpha=alpha, beta=beta, y=y, fit=fit,
+                          attrs={"elbo": float(res.bound), "n_iter": res.n_iter, **(attrs or {})})
+
+    return Posterior(
+        support=support,
+        mean=res.mean[support],
+        cov=res.cov[np.ix_(support, support)],
+        noise_var=noise_var,
+        alpha=alpha_mean,
+        beta=beta_mean,
+        relevant=relevant,
+        idata_factory=build,
+        info={"result": res, "elbo": float(res.bound), "n_iter": res.n_iter,
+              "converged": res.converged},
+    )
+
+
+_FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb}
 
 # How each stored quantity scales when the targets are multiplied by s:
 # value_original = value_standardised * s**power.
@@ -181,8 +267,9 @@ def _rescale_posterior(post, scale, n_obs):
         return idata
 
     info = dict(post.info)
-    if "log_evidence" in info:
-        info["log_evidence"] = info["log_evidence"] - n_obs * np.log(scale)
+    for key in _LOG_DENSITIES:
+        if key in info:
+            info[key] = info[key] - n_obs * np.log(scale)
     return Posterior(
         support=post.support,
         mean=post.mean * scale,
@@ -193,6 +280,7 @@ def _rescale_posterior(post, scale, n_obs):
         relevant=post.relevant,
         idata_factory=build,
         info=info,
+        w_draws=None if post.w_draws is None else post.w_draws * scale,
     )
 
 
@@ -210,7 +298,8 @@ def fit(basis, y, *, method="evidence", labels, likelihood="gaussian", options=N
     likelihood : {"gaussian", "bernoulli"}
     options : dict, optional
         Method options (``max_iter``, ``draws``, ``priors``, ...). A given
-        ``beta`` is in the units of ``y``.
+        ``beta`` is in the units of ``y``. ``blas_threads`` (default 1)
+        limits BLAS threads during the fit; ``None`` leaves them alone.
     random_state : int or None
     attrs : dict, optional
         Extra InferenceData attributes.
@@ -234,8 +323,11 @@ def fit(basis, y, *, method="evidence", labels, likelihood="gaussian", options=N
         y = y / scale
         if options.get("beta") is not None:
             options["beta"] = options["beta"] * scale**2
-    post = fitter(
-        basis, y, labels=labels, likelihood=likelihood, options=options,
-        random_state=random_state, attrs=attrs,
-    )
+    # One BLAS thread by default: on small and mid-size matrices several
+    # threads are far slower on 2-core machines (benchmarks/bench_evidence.py).
+    with threadpool_limits(limits=options.get("blas_threads", 1), user_api="blas"):
+        post = fitter(
+            basis, y, labels=labels, likelihood=likelihood, options=options,
+            random_state=random_state, attrs=attrs,
+        )
     return _rescale_posterior(post, scale, len(y))
