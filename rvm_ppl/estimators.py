@@ -523,17 +523,26 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
             return out / len(post.w_draws)
         return predict_proba_moderated(Phi, post.mean, post.cov)
 
+    def _ovr_proba(self, X):
+        check_is_fitted(self, "posteriors_")
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        return np.column_stack([self._binary_proba(p, X) for p in self.posteriors_])
+
     def decision_function(self, X):
-        """Posterior mean of the latent ``phi(x)^T w`` (log-odds), per one-vs-rest model.
+        """Log-odds of the predictive probability of each one-vs-rest model.
+
+        This is ``logit P(t = 1 | x)``, i.e. the moderated latent
+        ``kappa phi(x)^T mu`` for evidence and vb, so that it ranks points
+        exactly as :meth:`predict_proba` does (the posterior mean of the
+        latent alone does not: moderation pulls uncertain points towards 1/2).
 
         Returns
         -------
         ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
         """
-        check_is_fitted(self, "posteriors_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        f = [self._design(X, p.support) @ p.mean for p in self.posteriors_]
-        return f[0] if len(f) == 1 else np.column_stack(f)
+        P = np.clip(self._ovr_proba(X), np.finfo(float).tiny, 1 - np.finfo(float).epsneg)
+        f = np.log(P) - np.log1p(-P)
+        return f[:, 0] if f.shape[1] == 1 else f
 
     def predict_proba(self, X):
         """Class probabilities, columns in ``classes_`` order.
@@ -542,16 +551,19 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         -------
         ndarray of shape (n_samples, n_classes)
         """
-        check_is_fitted(self, "posteriors_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        P = np.column_stack([self._binary_proba(p, X) for p in self.posteriors_])
+        P = self._ovr_proba(X)
         if P.shape[1] == 1:
             return np.column_stack([1.0 - P[:, 0], P[:, 0]])
         return P / P.sum(axis=1, keepdims=True)
 
+    def predict_log_proba(self, X):
+        """Logarithm of :meth:`predict_proba`."""
+        return np.log(self.predict_proba(X))
+
     def predict(self, X):
         """Most probable class."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        P = self.predict_proba(X)
+        return self.classes_[np.argmax(P, axis=1)]
 
     @property
     def idata_(self):

@@ -25,6 +25,7 @@ Relevance rules
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable
 
 import numpy as np
@@ -128,39 +129,9 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
 
 def _evidence_posterior(res, y, labels, options, random_state, attrs):
     """Posterior and lazy InferenceData of an :class:`~rvm_ppl.evidence.EvidenceResult`."""
-    M = len(res.alpha)
     relevant = np.isfinite(res.alpha)
     draws, chains = options.get("draws", 1000), options.get("chains", 2)
-    labels = list(labels)
-
-    def build():
-        rng = np.random.default_rng(random_state)
-        w = gaussian_draws(res.mu, res.Sigma, res.active, M, chains=chains, draws=draws, rng=rng)
-        mean = np.zeros(M)
-        mean[res.active] = res.mu
-        active_labels = [labels[j] for j in res.active]
-        idata = make_idata(
-            method="evidence",
-            basis=labels,
-            w=w,
-            alpha=np.broadcast_to(res.alpha, (chains, draws, M)),
-            beta=None if res.beta is None else np.full((chains, draws), res.beta),
-            y=y,
-            fit={
-                "mean": (("basis",), mean),
-                "alpha": (("basis",), res.alpha),
-                **({} if res.beta is None else {"beta": ((), res.beta)}),
-                "cov": (("active", "active_col"), res.Sigma),
-                "s": (("basis",), res.s),
-                "q": (("basis",), res.q),
-                "log_evidence": (("iteration",), res.log_evidence_trace),
-            },
-            attrs={"log_evidence": res.log_evidence, "n_iter": res.n_iter, **(attrs or {})},
-        )
-        idata.fit.coords["active"] = active_labels
-        idata.fit.coords["active_col"] = active_labels
-        return idata
-
+    build = partial(_evidence_idata, res, y, list(labels), chains, draws, random_state, attrs)
     return Posterior(
         support=res.active,
         mean=res.mu,
@@ -175,6 +146,37 @@ def _evidence_posterior(res, y, labels, options, random_state, attrs):
     )
 
 
+def _evidence_idata(res, y, labels, chains, draws, random_state, attrs):
+    """InferenceData of an evidence fit: draws of w from N(mu, Sigma), alpha as a point."""
+    M = len(res.alpha)
+    rng = np.random.default_rng(random_state)
+    w = gaussian_draws(res.mu, res.Sigma, res.active, M, chains=chains, draws=draws, rng=rng)
+    mean = np.zeros(M)
+    mean[res.active] = res.mu
+    active_labels = [labels[j] for j in res.active]
+    idata = make_idata(
+        method="evidence",
+        basis=labels,
+        w=w,
+        alpha=np.broadcast_to(res.alpha, (chains, draws, M)),
+        beta=None if res.beta is None else np.full((chains, draws), res.beta),
+        y=y,
+        fit={
+            "mean": (("basis",), mean),
+            "alpha": (("basis",), res.alpha),
+            **({} if res.beta is None else {"beta": ((), res.beta)}),
+            "cov": (("active", "active_col"), res.Sigma),
+            "s": (("basis",), res.s),
+            "q": (("basis",), res.q),
+            "log_evidence": (("iteration",), res.log_evidence_trace),
+        },
+        attrs={"log_evidence": res.log_evidence, "n_iter": res.n_iter, **(attrs or {})},
+    )
+    idata.fit.coords["active"] = active_labels
+    idata.fit.coords["active_col"] = active_labels
+    return idata
+
+
 def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
     """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``."""
     if not isinstance(basis, DenseBasis):
@@ -186,7 +188,6 @@ def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=Non
         res = fit_vb_regression(Phi, y, **p, **kw)
     else:
         res = fit_vb_classification(Phi, y, a=p["a"], b=p["b"], **kw)
-    M = Phi.shape[1]
     support = np.flatnonzero(~res.pruned)
     alpha_mean = res.alpha_mean
     relevant, gamma = gamma_relevance(alpha_mean, np.diag(res.cov))
@@ -195,28 +196,7 @@ def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=Non
     # E[1/beta] for Q(beta) = Gamma(c~, d~) is d~ / (c~ - 1).
     noise_var = res.beta_rate / (res.beta_shape - 1) if gaussian else None
     draws, chains = options.get("draws", 1000), options.get("chains", 2)
-    labels = list(labels)
-
-    def build():
-        rng = np.random.default_rng(random_state)
-        w = gaussian_draws(res.mean[support], res.cov[np.ix_(support, support)], support, M,
-                           chains=chains, draws=draws, rng=rng)
-        alpha = rng.gamma(res.alpha_shape, 1.0 / res.alpha_rate, size=(chains, draws, M))
-        beta = rng.gamma(res.beta_shape, 1.0 / res.beta_rate, size=(chains, draws)) if gaussian else None
-        fit = {
-            "mean": (("basis",), res.mean),
-            "cov": (("basis", "basis_col"), res.cov),
-            "alpha_shape": (("basis",), res.alpha_shape),
-            "alpha_rate": (("basis",), res.alpha_rate),
-            "gamma": (("basis",), gamma),
-            "elbo": (("iteration",), res.bound_trace),
-        }
-        if gaussian:
-            fit["beta_shape"] = ((), res.beta_shape)
-            fit["beta_rate"] = ((), res.beta_rate)
-        return make_idata(method="vb", basis=labels, w=w, alpha=alpha, beta=beta, y=y, fit=fit,
-                          attrs={"elbo": float(res.bound), "n_iter": res.n_iter, **(attrs or {})})
-
+    build = partial(_vb_idata, res, y, list(labels), gamma, chains, draws, random_state, attrs)
     return Posterior(
         support=support,
         mean=res.mean[support],
@@ -229,6 +209,31 @@ def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=Non
         info={"result": res, "elbo": float(res.bound), "n_iter": res.n_iter,
               "converged": res.converged},
     )
+
+
+def _vb_idata(res, y, labels, gamma, chains, draws, random_state, attrs):
+    """InferenceData of a vb fit: draws from Q(w) Q(alpha) Q(beta)."""
+    M = len(res.mean)
+    support = np.flatnonzero(~res.pruned)
+    gaussian = res.beta_shape is not None
+    rng = np.random.default_rng(random_state)
+    w = gaussian_draws(res.mean[support], res.cov[np.ix_(support, support)], support, M,
+                       chains=chains, draws=draws, rng=rng)
+    alpha = rng.gamma(res.alpha_shape, 1.0 / res.alpha_rate, size=(chains, draws, M))
+    beta = rng.gamma(res.beta_shape, 1.0 / res.beta_rate, size=(chains, draws)) if gaussian else None
+    fit = {
+        "mean": (("basis",), res.mean),
+        "cov": (("basis", "basis_col"), res.cov),
+        "alpha_shape": (("basis",), res.alpha_shape),
+        "alpha_rate": (("basis",), res.alpha_rate),
+        "gamma": (("basis",), gamma),
+        "elbo": (("iteration",), res.bound_trace),
+    }
+    if gaussian:
+        fit["beta_shape"] = ((), res.beta_shape)
+        fit["beta_rate"] = ((), res.beta_rate)
+    return make_idata(method="vb", basis=labels, w=w, alpha=alpha, beta=beta, y=y, fit=fit,
+                      attrs={"elbo": float(res.bound), "n_iter": res.n_iter, **(attrs or {})})
 
 
 _FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb}
@@ -247,25 +252,6 @@ def _rescale_posterior(post, scale, n_obs):
     """Express a posterior fitted to ``y / scale`` in the units of ``y``."""
     if scale == 1.0:
         return post
-    factory = post.idata_factory
-
-    def build():
-        idata = factory()
-        for group in ("posterior", "fit", "observed_data"):
-            if group not in idata.groups():
-                continue
-            ds = idata[group]
-            for name in list(ds.data_vars):
-                if name in _SCALE_POWERS:
-                    ds[name] = ds[name] * scale ** _SCALE_POWERS[name]
-                elif name in _LOG_DENSITIES:
-                    ds[name] = ds[name] - n_obs * np.log(scale)
-        for key in _LOG_DENSITIES:
-            if key in idata.attrs:
-                idata.attrs[key] = idata.attrs[key] - n_obs * np.log(scale)
-        idata.attrs["target_scale"] = scale
-        return idata
-
     info = dict(post.info)
     for key in _LOG_DENSITIES:
         if key in info:
@@ -278,10 +264,29 @@ def _rescale_posterior(post, scale, n_obs):
         alpha=post.alpha / scale**2,
         beta=None if post.beta is None else post.beta / scale**2,
         relevant=post.relevant,
-        idata_factory=build,
+        idata_factory=partial(_rescaled_idata, post.idata_factory, scale, n_obs),
         info=info,
         w_draws=None if post.w_draws is None else post.w_draws * scale,
     )
+
+
+def _rescaled_idata(factory, scale, n_obs):
+    """The InferenceData of ``factory`` with every quantity in the units of ``y``."""
+    idata = factory()
+    for group in ("posterior", "fit", "observed_data"):
+        if group not in idata.groups():
+            continue
+        ds = idata[group]
+        for name in list(ds.data_vars):
+            if name in _SCALE_POWERS:
+                ds[name] = ds[name] * scale ** _SCALE_POWERS[name]
+            elif name in _LOG_DENSITIES:
+                ds[name] = ds[name] - n_obs * np.log(scale)
+    for key in _LOG_DENSITIES:
+        if key in idata.attrs:
+            idata.attrs[key] = idata.attrs[key] - n_obs * np.log(scale)
+    idata.attrs["target_scale"] = scale
+    return idata
 
 
 def fit(basis, y, *, method="evidence", labels, likelihood="gaussian", options=None, random_state=None, attrs=None):
