@@ -13,6 +13,9 @@
     The sampler's statistics.
 ``observed_data``
     ``y`` on dimension ``obs``.
+``relevance``
+    ``relevant`` (basis): the method's relevance decision, and ``gamma``
+    (basis): ``E[gamma_m]``, how well the data determine each weight.
 
 ``attrs`` of the InferenceData carry ``inference_method``,
 ``rvm_ppl_version``, ``inference_library`` and its version.

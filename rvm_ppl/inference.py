@@ -207,7 +207,7 @@ def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=Non
         relevant=relevant,
         idata_factory=build,
         info={"result": res, "elbo": float(res.bound), "n_iter": res.n_iter,
-              "converged": res.converged},
+              "converged": res.converged, "gamma": gamma},
     )
 
 
@@ -268,6 +268,21 @@ def _rescale_posterior(post, scale, n_obs):
         info=info,
         w_draws=None if post.w_draws is None else post.w_draws * scale,
     )
+
+
+def _with_relevance(factory, relevant, gamma):
+    """Add the ``relevance`` group: each method's decision and ``E[gamma_m]``."""
+    import xarray as xr
+
+    idata = factory()
+    basis = idata.posterior["basis"].values
+    ds = xr.Dataset(
+        {"relevant": (("basis",), np.asarray(relevant, dtype=bool)),
+         "gamma": (("basis",), np.asarray(gamma, dtype=float))},
+        coords={"basis": basis},
+    )
+    idata.add_groups({"relevance": ds})
+    return idata
 
 
 def _rescaled_idata(factory, scale, n_obs):
@@ -335,4 +350,9 @@ def fit(basis, y, *, method="evidence", labels, likelihood="gaussian", options=N
             basis, y, labels=labels, likelihood=likelihood, options=options,
             random_state=random_state, attrs=attrs,
         )
+    gamma = post.info.get("gamma")
+    if gamma is None:  # evidence: gamma_m = 1 - alpha_m Sigma_mm in the model, 0 outside
+        gamma = np.zeros(len(post.alpha))
+        gamma[post.support] = 1.0 - post.alpha[post.support] * np.diag(post.cov)
+    post.idata_factory = partial(_with_relevance, post.idata_factory, post.relevant, gamma)
     return _rescale_posterior(post, scale, len(y))
