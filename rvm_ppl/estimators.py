@@ -127,6 +127,46 @@ class _RVMBase(BaseEstimator):
         if "log_evidence" in post.info:
             self.log_evidence_ = post.info["log_evidence"]
 
+    def to_netcdf(self, path):
+        """Save the fitted estimator: its InferenceData plus what prediction needs.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Examples
+        --------
+        >>> import tempfile, os
+        >>> from rvm_ppl import RVR
+        >>> from rvm_ppl.datasets import make_sinc
+        >>> X, y = make_sinc(30, random_state=0)
+        >>> m = RVR(gamma=0.1, draws=10).fit(X, y)
+        >>> path = os.path.join(tempfile.mkdtemp(), "rvr.nc")
+        >>> m.to_netcdf(path)
+        >>> bool((RVR.from_netcdf(path).predict(X) == m.predict(X)).all())
+        True
+        """
+        from ._persist import save
+
+        check_is_fitted(self, "X_fit_")
+        save(self, path)
+
+    @classmethod
+    def from_netcdf(cls, path):
+        """Load an estimator written by :meth:`to_netcdf`.
+
+        Parameters
+        ----------
+        path : str or path-like
+
+        Returns
+        -------
+        estimator
+        """
+        from ._persist import load
+
+        return load(cls, path)
+
     @property
     def idata_(self):
         """The fit as :class:`arviz.InferenceData` (built on first access)."""
@@ -342,10 +382,14 @@ class RVR(RegressorMixin, _RVMBase):
             options=options, random_state=self.random_state,
             attrs={"kernel": repr(self.kernel_), "estimator": type(self).__name__},
         )
-        self._store(post, X)
-        self.beta_ = post.beta
         self.method_ = method
+        self._restore([post])
         return self
+
+    def _restore(self, posts):
+        (post,) = posts
+        self._store(post, self.X_fit_)
+        self.beta_ = post.beta
 
     def predict(self, X, return_std=False):
         """Predictive mean (and standard deviation) at ``X``.
@@ -495,10 +539,16 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
             for t in targets
         ]
         self.method_ = method
-        if len(self.posteriors_) == 1:
-            self._store(self.posteriors_[0], X)
-            return self
-        M = len(labels)
+        self._restore(self.posteriors_)
+        return self
+
+    def _restore(self, posts):
+        self.posteriors_ = posts
+        X = self.X_fit_
+        if len(posts) == 1:
+            self._store(posts[0], X)
+            return
+        M = len(posts[0].alpha)
         self.posterior_ = None
         self.coef_ = np.zeros((len(self.posteriors_), M))
         for k, post in enumerate(self.posteriors_):
@@ -511,7 +561,6 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         self.relevance_ = rel[rel >= bias] - bias
         self.relevance_vectors_ = None if self.kernel_ is None else X[self.relevance_]
         self.n_iter_ = [post.info.get("n_iter") for post in self.posteriors_]
-        return self
 
     def _binary_proba(self, post, X):
         """P(t = 1 | x) under one binary posterior."""

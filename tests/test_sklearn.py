@@ -10,7 +10,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-from rvm_ppl import RVC, RVR
+from rvm_ppl import RBF, RVC, RVR
 from rvm_ppl.datasets import load_ripley, make_sinc
 
 
@@ -47,3 +47,34 @@ def test_cross_val_score_classifier():
     X, y, _, _ = load_ripley()
     scores = cross_val_score(RVC(gamma=4.0), X, y, cv=5)
     assert scores.mean() > 0.85
+
+
+@pytest.mark.parametrize("method", ["evidence", "vb"])
+def test_netcdf_round_trip_gives_identical_predictions(tmp_path, method):
+    X, y = make_sinc(40, random_state=0)
+    m = RVR(kernel=RBF(0.1) + RBF(1.0), draws=10, random_state=1).fit(X, y, method=method)
+    path = tmp_path / "rvr.nc"
+    m.to_netcdf(path)
+    m2 = RVR.from_netcdf(path)
+    assert m2.get_params()["kernel"].get_params()["k1__gamma"] == 0.1
+    np.testing.assert_array_equal(m.predict(X, return_std=True), m2.predict(X, return_std=True))
+    np.testing.assert_array_equal(m.relevance_, m2.relevance_)
+    np.testing.assert_array_equal(m.idata_.posterior.w.values, m2.idata_.posterior.w.values)
+
+
+def test_netcdf_round_trip_classifier_and_wrong_class(tmp_path):
+    X, y, Xt, _ = load_ripley()
+    c = RVC(gamma=4.0, draws=10).fit(X[::3], np.array(["no", "yes"])[y[::3]])
+    c.to_netcdf(tmp_path / "rvc.nc")
+    c2 = RVC.from_netcdf(tmp_path / "rvc.nc")
+    np.testing.assert_array_equal(c.predict_proba(Xt), c2.predict_proba(Xt))
+    assert list(c2.classes_) == ["no", "yes"]
+    with pytest.raises(ValueError, match="holds a RVC, not a RVR"):
+        RVR.from_netcdf(tmp_path / "rvc.nc")
+
+
+def test_function_kernels_need_pickle(tmp_path):
+    X, y = make_sinc(20, random_state=0)
+    m = RVR(kernel=lambda A, B: np.exp(-0.1 * (A - B.T) ** 2)).fit(X, y)
+    with pytest.raises(TypeError, match="use pickle"):
+        m.to_netcdf(tmp_path / "f.nc")
