@@ -53,6 +53,8 @@ def _with_state(est):
     idata = est.idata_.copy()
     posts = est.posteriors_ if hasattr(est, "posteriors_") else [est.posterior_]
     data = {"X_fit": (("obs_fit", "feature"), est.X_fit_)}
+    if hasattr(est, "y_fit_"):
+        data["y_fit"] = (("obs_fit",), est.y_fit_)
     attrs = {
         "estimator": type(est).__name__,
         "params": json.dumps({k: _encode_param(v) for k, v in est.get_params(deep=False).items()}),
@@ -98,6 +100,8 @@ def load(cls, path):
     X = np.asarray(state["X_fit"].values)
     est.n_features_in_ = X.shape[1]
     est.X_fit_ = X
+    if "y_fit" in state:
+        est.y_fit_ = np.asarray(state["y_fit"].values)
     est.kernel_ = est._make_kernel(X)
     est.method_ = state.attrs["method"]
     posts = []

@@ -17,6 +17,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._basis import DenseBasis, kernel_basis
+from .augment import rvm_star_predict
 from .evidence_laplace import predict_proba_moderated
 from .inference import _FIT_METHODS
 from .inference import fit as _fit
@@ -240,6 +241,8 @@ class RVR(RegressorMixin, _RVMBase):
         The kernel used (``None`` when precomputed).
     X_fit_ : ndarray of shape (n_samples, n_features)
         Training inputs (the centres of the basis functions).
+    y_fit_ : ndarray of shape (n_samples,)
+        Training targets (used by RVM* predictions).
     coef_ : ndarray of shape (n_basis,)
         Posterior mean of every weight (``mu`` of Tipping 2001, eq. 13);
         exactly 0 for pruned basis functions. Index 0 is the bias.
@@ -367,6 +370,7 @@ class RVR(RegressorMixin, _RVMBase):
             raise ValueError("y is constant; a regression model needs targets that vary.")
         self.kernel_ = self._make_kernel(X)
         self.X_fit_ = X
+        self.y_fit_ = y
         self._idata = None
         basis, labels = self._training_basis(
             X, lazy_ok=(method == "evidence" and self.solver == "fast")
@@ -391,7 +395,7 @@ class RVR(RegressorMixin, _RVMBase):
         self._store(post, self.X_fit_)
         self.beta_ = post.beta
 
-    def predict(self, X, return_std=False):
+    def predict(self, X, return_std=False, augment=False):
         """Predictive mean (and standard deviation) at ``X``.
 
         Tipping (2001) eqs. (21)-(22): mean ``phi(x)^T mu`` and variance
@@ -399,10 +403,17 @@ class RVR(RegressorMixin, _RVMBase):
         For vb, advi and nuts the same formula holds with the posterior
         moments of ``w`` and ``E[1/beta]``.
 
+        With ``augment=True``, the RVM* of Rasmussen & Quiñonero-Candela
+        (2005): each test point gets a basis function of its own, centred on
+        it, with prior variance ``var(y)`` (their eqs. 5-7), so that the
+        predictive variance grows away from the data instead of shrinking to
+        the noise level. It costs ``O(N M)`` per test point.
+
         Parameters
         ----------
         X : array-like of shape (n_samples, n_features)
         return_std : bool
+        augment : bool
 
         Returns
         -------
@@ -411,6 +422,9 @@ class RVR(RegressorMixin, _RVMBase):
         """
         check_is_fitted(self, "posterior_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
+        if augment:
+            mean, std = rvm_star_predict(self, X)
+            return (mean, std) if return_std else mean
         post = self.posterior_
         Phi = self._design(X, post.support)
         mean = Phi @ post.mean
