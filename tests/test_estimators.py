@@ -158,3 +158,15 @@ def test_bad_parameters(sinc):
         RVR(gamma=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="kernel"):
         RVR(kernel="cubic").fit(X, y)
+
+
+def test_estimator_with_no_basis_left_still_predicts(rng):
+    y = rng.standard_normal(30)
+    y -= y.mean()  # orthogonal to the only candidate basis function
+    m = RVR(kernel="precomputed", fit_intercept=False).fit(np.ones((30, 1)), y)
+    assert m.active_.size == 0 and m.relevance_.size == 0
+    mean, std = m.predict(np.ones((4, 1)), return_std=True)
+    np.testing.assert_array_equal(mean, 0.0)
+    np.testing.assert_allclose(std, 1 / np.sqrt(m.beta_))
+    assert m.beta_ == pytest.approx(30 / (y @ y), rel=1e-5)
+    assert m.idata_.posterior["w"].values.max() == 0
