@@ -23,11 +23,11 @@ STATE_GROUP = "estimator_state"
 def _encode_param(value):
     if isinstance(value, _kernels.Kernel):
         if isinstance(value, _kernels.FunctionKernel):
-            raise TypeError("A kernel given as a Python function cannot be written to netCDF; use pickle.")
+            raise TypeError("A Python function (kernel or extra_basis) cannot be written to netCDF; use pickle.")
         params = {k: _encode_param(v) for k, v in value.get_params(deep=False).items()}
         return {"__kernel__": type(value).__name__, "params": params}
     if callable(value):
-        raise TypeError("A kernel given as a Python function cannot be written to netCDF; use pickle.")
+        raise TypeError("A Python function (kernel or extra_basis) cannot be written to netCDF; use pickle.")
     if isinstance(value, np.ndarray):
         return value.tolist()
     if isinstance(value, np.generic):
@@ -55,6 +55,8 @@ def _with_state(est):
     data = {"X_fit": (("obs_fit", "feature"), est.X_fit_)}
     if hasattr(est, "y_fit_"):
         data["y_fit"] = (("obs_fit",), est.y_fit_)
+    if hasattr(est, "eta_"):
+        data["eta"] = (("feature",), est.eta_)
     attrs = {
         "estimator": type(est).__name__,
         "params": json.dumps({k: _encode_param(v) for k, v in est.get_params(deep=False).items()}),
@@ -103,6 +105,10 @@ def load(cls, path):
     if "y_fit" in state:
         est.y_fit_ = np.asarray(state["y_fit"].values)
     est.kernel_ = est._make_kernel(X)
+    if "eta" in state:
+        est.eta_ = np.asarray(state["eta"].values)
+        est.kernel_ = _kernels.RBF(gamma=est.eta_)
+    est.n_extra_ = 0
     est.method_ = state.attrs["method"]
     posts = []
     for k in range(int(state.attrs["n_posteriors"])):

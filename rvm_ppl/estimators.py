@@ -21,7 +21,14 @@ from .augment import rvm_star_predict
 from .evidence_laplace import predict_proba_moderated
 from .inference import _FIT_METHODS
 from .inference import fit as _fit
-from .kernels import KERNEL_NAMES, Kernel, basis_labels, make_kernel
+from .kernels import KERNEL_NAMES, RBF, Kernel, basis_labels, make_kernel
+from .scales import (
+    SCHEDULES,
+    extended_basis_labels,
+    extended_design_columns,
+    extended_design_matrix,
+    extra_columns,
+)
 
 # Above this many design-matrix entries (N x M) the evidence method evaluates
 # kernel columns on demand instead of storing the matrix (200 MB of float64).
@@ -65,8 +72,17 @@ class _RVMBase(BaseEstimator):
         """Candidate basis on the training inputs and its labels."""
         bias = self.fit_intercept
         if self.kernel_ is None:  # precomputed: X is the design matrix
+            if getattr(self, "extra_basis", None) is not None:
+                raise ValueError("extra_basis cannot be combined with kernel='precomputed'; add the columns to X.")
+            self.n_extra_ = 0
             Phi = np.hstack([np.ones((X.shape[0], 1)), X]) if bias else X
             labels = (["bias"] if bias else []) + [f"phi_{j}" for j in range(X.shape[1])]
+            return DenseBasis(Phi), labels
+        extra = getattr(self, "extra_basis", None)
+        self.n_extra_ = 0 if extra is None else extra_columns(extra, X).shape[1]
+        if extra is not None:
+            Phi = extended_design_matrix(X, X, self.kernel_, bias=bias, extra_basis=extra)
+            labels = extended_basis_labels(X.shape[0], bias=bias, extra_names=self.n_extra_)
             return DenseBasis(Phi), labels
         labels = basis_labels(X.shape[0], bias=bias)
         if lazy_ok and X.shape[0] * (X.shape[0] + bias) > DENSE_LIMIT:
@@ -78,6 +94,11 @@ class _RVMBase(BaseEstimator):
     def _design(self, X, support):
         """Columns ``support`` of the design matrix at new inputs ``X``."""
         support = np.asarray(support, dtype=int)
+        if getattr(self, "n_extra_", 0):
+            return extended_design_columns(
+                X, support, centres=self.X_fit_, kernel=self.kernel_, n_extra=self.n_extra_,
+                bias=self.fit_intercept, extra_basis=self.extra_basis,
+            )
         Phi = np.empty((X.shape[0], support.size))
         bias = int(self.fit_intercept)
         is_bias = support < bias
@@ -120,9 +141,9 @@ class _RVMBase(BaseEstimator):
         self.coef_[post.support] = post.mean
         self.sigma_ = post.cov
         self.alpha_ = post.alpha
-        bias = int(self.fit_intercept)
+        offset = int(self.fit_intercept) + getattr(self, "n_extra_", 0)
         rel = np.flatnonzero(post.relevant)
-        self.relevance_ = rel[rel >= bias] - bias
+        self.relevance_ = rel[rel >= offset] - offset
         self.relevance_vectors_ = None if self.kernel_ is None else X[self.relevance_]
         self.n_iter_ = post.info.get("n_iter")
         if "log_evidence" in post.info:
@@ -209,8 +230,13 @@ class RVR(RegressorMixin, _RVMBase):
     priors : dict, optional
         Gamma hyperprior parameters ``a, b`` (weight precisions) and ``c, d``
         (noise precision), shape and rate, for targets divided by their
-        standard deviation. Default :data:`rvm_ppl.model.DEFAULT_PRIORS`.
-        The evidence method maximises the evidence (``a = b = c = d = 0``).
+        standard deviation. vb, advi and nuts default to
+        :data:`rvm_ppl.model.DEFAULT_PRIORS` (all 1e-6). The evidence method
+        without ``priors`` maximises the evidence itself, the limit
+        ``a = b = c = d -> 0`` of the same model (with the default 1e-6 it
+        finds the same basis set, about ten times more slowly for large N);
+        given ``priors``, it maximises the posterior of ``log alpha`` and
+        ``log beta`` (Tipping 2001, App. A).
     max_iter, tol : int, float
         Iteration cap and convergence tolerance of the evidence method
         (change in ``log alpha``).
@@ -234,6 +260,19 @@ class RVR(RegressorMixin, _RVMBase):
     blas_threads : int or None
         BLAS threads during ``fit`` (default 1, the fastest setting measured
         on 2-core machines; ``None`` leaves the BLAS library's default).
+    extra_basis : callable, optional
+        ``extra_basis(X) -> (n, p)`` array of further basis functions placed
+        next to the kernel columns, each with its own ``alpha`` (Tipping
+        2001, §4.3: e.g. the raw inputs and their squares). Their labels are
+        ``"extra_0"``, ... in ``idata_``.
+    learn_scales : bool
+        Learn one Gaussian-kernel scale per input (``eta``, Tipping 2001,
+        App. C) by maximising the evidence, interleaved with the ``alpha``
+        updates (:func:`rvm_ppl.scales.fit_eta_rvm`); needs
+        ``kernel="rbf"`` and ``method="evidence"``. ``gamma`` is the start.
+    scale_schedule : {"refine", "grow"}
+        How the scale learning starts: from the converged fixed-width fit
+        (``"refine"``) or from the bias alone (``"grow"``).
 
     Attributes
     ----------
@@ -263,6 +302,9 @@ class RVR(RegressorMixin, _RVMBase):
         ``X[relevance_]``.
     log_evidence_ : float
         Log marginal likelihood at the optimum (evidence method).
+    eta_ : ndarray of shape (n_features,)
+        Learned input scales (``learn_scales=True``); ``kernel_`` is
+        ``RBF(gamma=eta_)``.
     idata_ : arviz.InferenceData
         Posterior of ``w``, ``alpha``, ``beta`` on dimension ``basis``.
     n_iter_ : int
@@ -304,6 +346,9 @@ class RVR(RegressorMixin, _RVMBase):
         **_RVMBase._parameter_constraints,
         "noise_std": [Interval(Real, 0, None, closed="neither"), None],
         "fit_noise": ["boolean"],
+        "extra_basis": [callable, None],
+        "learn_scales": ["boolean"],
+        "scale_schedule": [StrOptions(set(SCHEDULES))],
     }
 
     def __init__(
@@ -328,6 +373,9 @@ class RVR(RegressorMixin, _RVMBase):
         random_state=None,
         sample_kwargs=None,
         blas_threads=1,
+        extra_basis=None,
+        learn_scales=False,
+        scale_schedule="refine",
     ):
         self.kernel = kernel
         self.gamma = gamma
@@ -335,6 +383,9 @@ class RVR(RegressorMixin, _RVMBase):
         self.coef0 = coef0
         self.method = method
         self.fit_intercept = fit_intercept
+        self.extra_basis = extra_basis
+        self.learn_scales = learn_scales
+        self.scale_schedule = scale_schedule
         self.noise_std = noise_std
         self.fit_noise = fit_noise
         self.priors = priors
@@ -381,12 +432,22 @@ class RVR(RegressorMixin, _RVMBase):
             "fixed_beta": not self.fit_noise,
             "beta": None if self.noise_std is None else 1.0 / self.noise_std**2,
         }
+        if self.learn_scales:
+            if method != "evidence" or not isinstance(self.kernel_, RBF):
+                raise ValueError("learn_scales=True needs method='evidence' and the 'rbf' kernel.")
+            eta0 = np.broadcast_to(np.asarray(self.kernel_.gamma, dtype=float), (X.shape[1],))
+            options.update(learn_scales=True, X=X, eta0=eta0.copy(), bias=self.fit_intercept,
+                           extra_basis=self.extra_basis, scale_schedule=self.scale_schedule)
         post = _fit(
             basis, y, method=method, labels=labels, likelihood="gaussian",
             options=options, random_state=self.random_state,
             attrs={"kernel": repr(self.kernel_), "estimator": type(self).__name__},
         )
         self.method_ = method
+        if self.learn_scales:
+            self.eta_ = np.asarray(post.info["eta"])
+            self.kernel_ = RBF(gamma=self.eta_)
+            self.scale_history_ = post.info["scale_history"]
         self._restore([post])
         return self
 

@@ -36,6 +36,7 @@ from ._idata import gaussian_draws, make_idata
 from .evidence import fit_evidence_full, fit_evidence_regression
 from .evidence_laplace import fit_evidence_bernoulli
 from .model import resolve_priors
+from .scales import fit_eta_rvm
 from .variational import fit_vb_classification, fit_vb_regression
 
 RELEVANCE_GAMMA = 0.5
@@ -98,32 +99,54 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
 
     ``options["solver"]`` chooses the fast sequential algorithm of Tipping &
     Faul (2003) (``"fast"``, the default) or Tipping's (2001) original
-    re-estimation of all ``alpha`` at once (``"full"``).
+    re-estimation of all ``alpha`` at once (``"full"``). Without
+    ``options["priors"]`` this is plain type-II maximum likelihood, the limit
+    ``a = b = c = d -> 0`` of the model; with them, the posterior of
+    ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A).
+    ``options["learn_scales"]`` also learns one Gaussian-kernel scale per
+    input (App. C; :func:`rvm_ppl.scales.fit_eta_rvm`).
     """
     if likelihood == "bernoulli":
+        if options.get("priors") is not None:
+            raise ValueError("method='evidence' with a Bernoulli likelihood supports no hyperpriors yet.")
         res = fit_evidence_bernoulli(
             basis, y, start=options.get("start"), max_iter=options.get("max_iter", 10_000),
             tol=options.get("tol", 1e-3), alignment_test=options.get("alignment_test", True),
         )
         return _evidence_posterior(res, y, labels, options, random_state, attrs)
+    priors = options.get("priors")
+    priors = None if priors is None else resolve_priors(priors)
     common = dict(
         beta=options.get("beta"),
-        fixed_beta=options.get("fixed_beta", False),
         max_iter=options.get("max_iter", 10_000),
-        tol=options.get("tol", 1e-3),
     )
     solver = options.get("solver", "fast")
+    if solver not in ("fast", "full"):
+        raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
+    if options.get("learn_scales"):
+        if options.get("fixed_beta"):
+            raise ValueError("learn_scales=True re-estimates the noise; it cannot be combined with fit_noise=False.")
+        res, eta, history = fit_eta_rvm(
+            options["X"], y, eta0=options["eta0"], bias=options.get("bias", True), priors=priors,
+            extra_basis=options.get("extra_basis"), schedule=options.get("scale_schedule", "refine"),
+            alpha_tol=options.get("tol", 1e-3), alignment_test=options.get("alignment_test", True),
+            **common,
+        )
+        post = _evidence_posterior(res, y, labels, options, random_state, attrs)
+        post.info.update(eta=eta, scale_history=history)
+        return post
+    common.update(fixed_beta=options.get("fixed_beta", False), tol=options.get("tol", 1e-3))
     if solver == "fast":
         res = fit_evidence_regression(
-            basis, y, start=options.get("start"),
+            basis, y, start=options.get("start"), priors=priors,
             alignment_test=options.get("alignment_test", True), **common,
         )
-    elif solver == "full":
+    else:
+        if priors is not None:
+            raise ValueError("solver='full' maximises the plain evidence; use solver='fast' with priors.")
         if not isinstance(basis, DenseBasis):
             raise ValueError("solver='full' needs the dense design matrix; use solver='fast' for large N.")
         res = fit_evidence_full(basis.Phi, y, **common)
-    else:
-        raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
     return _evidence_posterior(res, y, labels, options, random_state, attrs)
 
 

@@ -170,3 +170,52 @@ def test_estimator_with_no_basis_left_still_predicts(rng):
     np.testing.assert_allclose(std, 1 / np.sqrt(m.beta_))
     assert m.beta_ == pytest.approx(30 / (y @ y), rel=1e-5)
     assert m.idata_.posterior["w"].values.max() == 0
+
+
+def _extras(X):
+    return np.column_stack([X[:, 0], X[:, 1], X[:, 0] ** 2, X[:, 1] ** 2, X[:, 0] * X[:, 1]])
+
+
+def test_extra_basis_and_learned_scales_tipping_section_4_3(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-10, 10, (100, 2))
+
+    def f(X):
+        return np.sinc(X[:, 0] / np.pi) + 0.1 * X[:, 1]
+
+    y = f(X) + 0.1 * rng.standard_normal(100)
+    m = RVR(gamma=1 / 9, extra_basis=_extras, learn_scales=True).fit(X, y)
+    labels = list(m.idata_.posterior.basis.values)
+    assert labels[:6] == ["bias", "extra_0", "extra_1", "extra_2", "extra_3", "extra_4"]
+    # Paper: weight 0.102 on x2, the other four extra bases pruned, eta_2 -> 0.
+    assert m.coef_[2] == pytest.approx(0.1, abs=0.02)
+    assert np.count_nonzero(m.coef_[[1, 3, 4, 5]]) <= 1
+    assert m.eta_[1] < 0.1 * m.eta_[0]
+    assert np.all(m.relevance_ < 100) and m.relevance_vectors_.shape[1] == 2
+    fixed = RVR(gamma=1 / 9).fit(X, y)
+    grid = rng.uniform(-10, 10, (2000, 2))
+    rms = np.sqrt(np.mean((m.predict(grid) - f(grid)) ** 2))
+    rms_fixed = np.sqrt(np.mean((fixed.predict(grid) - f(grid)) ** 2))
+    assert rms < 0.8 * rms_fixed
+    with pytest.raises(TypeError, match="use pickle"):
+        m.to_netcdf(tmp_path / "m.nc")
+    scales_only = RVR(gamma=1 / 9, learn_scales=True).fit(X, y)
+    scales_only.to_netcdf(tmp_path / "s.nc")
+    back = RVR.from_netcdf(tmp_path / "s.nc")
+    np.testing.assert_array_equal(back.eta_, scales_only.eta_)
+    np.testing.assert_array_equal(back.predict(grid), scales_only.predict(grid))
+
+
+def test_learn_scales_needs_rbf_and_evidence(sinc):
+    X, y = sinc
+    with pytest.raises(ValueError, match="learn_scales=True needs"):
+        RVR(kernel="linear_spline", learn_scales=True).fit(X, y)
+    with pytest.raises(ValueError, match="learn_scales=True needs"):
+        RVR(learn_scales=True).fit(X, y, method="vb")
+
+
+def test_evidence_with_priors_reproduces_plain_evidence_in_the_limit(sinc, fitted):
+    X, y = sinc
+    m = RVR(gamma=1 / 9, priors={"a": 1e-12, "b": 1e-12, "c": 1e-12, "d": 1e-12}).fit(X, y)
+    np.testing.assert_array_equal(m.active_, fitted.active_)
+    assert m.log_evidence_ == pytest.approx(fitted.log_evidence_, rel=1e-6)
