@@ -111,7 +111,10 @@ def _worker(lib, n, seed):
     if lib == "rvm_ppl":
         from rvm_ppl import RVR
 
-        m = RVR(gamma=gamma).fit(X, y)
+        # "default" threads: let BLAS use its own default instead of the
+        # estimator's one-thread limit.
+        threads = 1 if os.environ.get("OPENBLAS_NUM_THREADS") == "1" else None
+        m = RVR(gamma=gamma, blas_threads=threads).fit(X, y)
         seconds = time.perf_counter() - start
         pred, nrv = m.predict(Xt), len(m.relevance_)
     elif lib == "fastrvm":
