@@ -129,6 +129,7 @@ class _RVMBase(BaseEstimator):
             "priors": self.priors,
             "start": 0 if self.fit_intercept else None,
             "blas_threads": self.blas_threads,
+            "sample_kwargs": self.sample_kwargs,
             **(self.sample_kwargs or {}),
         }
 

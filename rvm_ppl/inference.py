@@ -259,7 +259,77 @@ def _vb_idata(res, y, labels, gamma, chains, draws, random_state, attrs):
                       attrs={"elbo": float(res.bound), "n_iter": res.n_iter, **(attrs or {})})
 
 
-_FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb}
+def _sampled_posterior(idata, likelihood):
+    """Posterior moments and relevance of a sampled (advi, nuts) InferenceData."""
+    post = idata.posterior
+    M = post.sizes["basis"]
+    gaussian = likelihood == "gaussian"
+    beta = post["beta"].values.ravel() if gaussian else None
+    noise_var = float(np.mean(1.0 / beta)) if gaussian else None
+    gamma = np.asarray(idata.fit["gamma"].values)
+    return Posterior(
+        support=np.arange(M),
+        mean=np.asarray(idata.fit["mean"].values),
+        cov=np.asarray(idata.fit["cov"].values),
+        noise_var=noise_var,
+        alpha=np.median(post["alpha"].values.reshape(-1, M), axis=0),
+        beta=None if not gaussian else 1.0 / noise_var,
+        relevant=gamma > RELEVANCE_GAMMA,
+        idata_factory=partial(_same, idata),
+        info={"gamma": gamma, **{k: idata.attrs[k] for k in ("elbo", "n_iter") if k in idata.attrs}},
+        w_draws=None if gaussian else post["w"].values.reshape(-1, M),
+    )
+
+
+def _same(idata):
+    return idata
+
+
+def _sampler_kwargs(function, options):
+    """Split the estimator's ``sample_kwargs`` into ``function``'s own keywords and the rest."""
+    import inspect
+
+    known = set(inspect.signature(function).parameters)
+    extra = dict(options.get("sample_kwargs") or {})
+    own = {k: v for k, v in extra.items() if k in known}
+    return own, {k: v for k, v in extra.items() if k not in known}
+
+
+def fit_nuts(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
+    """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`)."""
+    from . import sampling
+
+    if not isinstance(basis, DenseBasis):
+        raise ValueError("method='nuts' needs the dense design matrix.")
+    own, rest = _sampler_kwargs(sampling.fit_nuts, options)
+    idata = sampling.fit_nuts(
+        basis.Phi, y, basis=list(labels), likelihood=likelihood, priors=options.get("priors"),
+        draws=options.get("draws", 1000), tune=options.get("tune", 1000),
+        chains=options.get("chains", 2), blas_threads=options.get("blas_threads", 1),
+        random_state=random_state, **{"sample_kwargs": rest or None, **own},
+    )
+    idata.attrs.update(attrs or {})
+    return _sampled_posterior(idata, likelihood)
+
+
+def fit_advi(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
+    """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.sampling.fit_advi`)."""
+    from . import sampling
+
+    if not isinstance(basis, DenseBasis):
+        raise ValueError("method='advi' needs the dense design matrix.")
+    own, rest = _sampler_kwargs(sampling.fit_advi, options)
+    idata = sampling.fit_advi(
+        basis.Phi, y, basis=list(labels), likelihood=likelihood, priors=options.get("priors"),
+        draws=options.get("draws", 1000),
+        blas_threads=options.get("blas_threads", 1), random_state=random_state,
+        **{"fit_kwargs": rest or None, **own},
+    )
+    idata.attrs.update(attrs or {})
+    return _sampled_posterior(idata, likelihood)
+
+
+_FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
 
 # How each stored quantity scales when the targets are multiplied by s:
 # value_original = value_standardised * s**power.
