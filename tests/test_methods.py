@@ -81,3 +81,26 @@ def test_classifier_sampling_methods(method):
     assert np.allclose(P.sum(1), 1) and np.all((P >= 0) & (P <= 1))
     assert c.score(Xt, yt) > 0.8
     assert "beta" not in c.idata_.posterior
+
+
+# ArviZ computes r-hat and an HDI of the evidence fit's constant alpha draws
+# (a point estimate) and of its inf (pruned) entries, which numpy warns about;
+# arviz 0.23's plot_trace trips a matplotlib deprecation.
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+@pytest.mark.filterwarnings("ignore:Your data appears to have a single value:UserWarning")
+@pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")
+def test_plain_arviz_calls_work_on_every_result(fits):
+    import arviz as az
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    for method, m in fits.items():
+        idata = m.idata_
+        summary = az.summary(idata, var_names=["w", "beta"], coords={"basis": ["bias", "x_3"]})
+        assert list(summary.index) == ["w[bias]", "w[x_3]", "beta"], method
+        np.testing.assert_allclose(summary.loc["w[bias]", "mean"], m.coef_[0], atol=0.05)
+        az.plot_forest(idata, var_names=["alpha"], coords={"basis": ["bias", "x_3"]})
+        az.plot_trace(idata, var_names=["beta"])
+        plt.close("all")
