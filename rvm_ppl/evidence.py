@@ -184,6 +184,29 @@ class Decision:
     add_order: np.ndarray  # addable candidates, best first (for prefetching)
 
 
+def _decide(dl, new_alpha, alpha_of, in_model, reestimate, delete, add, tol):
+    """The best action from every candidate's gain ``dl``, with SparseBayes's preferences.
+
+    A pending deletion wins: re-estimation and addition gains are zeroed
+    when any deletion is available. Terminate when nothing gains, or when
+    the best action is a re-estimation changing ``log alpha`` by less than
+    ``tol`` and no deletion is pending.
+    """
+    add_order = add[np.argsort(-dl[add])]
+    if delete.size:
+        dl[reestimate] = 0.0
+        dl[add] = 0.0
+    best = int(np.argmax(dl))
+    gain = float(dl[best])
+    action = DELETE if best in delete else (REESTIMATE if in_model[best] else ADD)
+    terminate = gain <= 0 or (
+        action == REESTIMATE
+        and abs(np.log(new_alpha[best]) - np.log(alpha_of[best])) < tol
+        and delete.size == 0
+    )
+    return Decision(action, best, float(new_alpha[best]), gain, terminate, add_order)
+
+
 def choose_action(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
     """Choose the action that increases the log evidence most.
 
@@ -239,21 +262,7 @@ def choose_action(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
         quot = q[ad] ** 2 / s[ad]
         dl[ad] = 0.5 * (quot - 1 - np.log(quot))
         new_alpha[ad] = s[ad] ** 2 / factor[ad]
-    add_order = ad[np.argsort(-dl[ad])]
-    # SparseBayes's default preference: a pending deletion wins.
-    if de.size:
-        dl[re] = 0.0
-        dl[ad] = 0.0
-
-    best = int(np.argmax(dl))
-    gain = float(dl[best])
-    action = DELETE if best in de else (REESTIMATE if in_model[best] else ADD)
-    terminate = gain <= 0 or (
-        action == REESTIMATE
-        and abs(np.log(new_alpha[best]) - np.log(alpha_of[best])) < tol
-        and de.size == 0
-    )
-    return Decision(action, best, float(new_alpha[best]), gain, terminate, add_order)
+    return _decide(dl, new_alpha, alpha_of, in_model, re, de, ad, tol)
 
 
 # -- general Gamma hyperpriors (Tipping 2001, Appendix A) -------------------
@@ -525,21 +534,9 @@ def choose_action_prior(S, Q, active, alpha, *, scale, priors, blocked=(), tol=M
     ad = np.flatnonzero(cand)
     dl[ad] = best_value[ad]
     new_alpha[ad] = best_alpha[ad]
-    add_order = ad[np.argsort(-dl[ad])]
-    if de.size:
-        dl[keep] = 0.0
-        dl[ad] = 0.0
-
-    best = int(np.argmax(dl))
-    gain = float(dl[best])
-    action = DELETE if best in de else (REESTIMATE if in_model[best] else ADD)
-    terminate = gain <= 0 or (
-        action == REESTIMATE
-        and abs(np.log(new_alpha[best]) - np.log(alpha_of[best])) < tol
-        and de.size == 0
-    )
-    # Back to unit-norm columns.
-    return Decision(action, best, float(new_alpha[best] / sc2[best]), gain, terminate, add_order)
+    d = _decide(dl, new_alpha, alpha_of, in_model, keep, de, ad, tol)
+    d.new_alpha = d.new_alpha / sc2[d.index]  # back to unit-norm columns
+    return d
 
 
 class _Model:
