@@ -276,7 +276,7 @@ def _sampled_posterior(idata, likelihood):
         beta=None if not gaussian else 1.0 / noise_var,
         relevant=gamma > RELEVANCE_GAMMA,
         idata_factory=partial(_same, idata),
-        info={"gamma": gamma, **{k: idata.attrs[k] for k in ("elbo", "n_iter") if k in idata.attrs}},
+        info={"gamma": gamma, **{k: idata.attrs[k] for k in ("final_elbo", "n_iter") if k in idata.attrs}},
         w_draws=None if gaussian else post["w"].values.reshape(-1, M),
     )
 
@@ -338,7 +338,11 @@ _SCALE_POWERS = {
     "alpha": -2, "beta": -2, "alpha_rate": 2, "beta_rate": 2,
     "s": -2, "q": -1,
 }
-_LOG_DENSITIES = ("log_evidence", "elbo")  # shift by -N log s
+_LOG_DENSITIES = ("log_evidence", "elbo", "final_elbo")  # shift by -N log s
+# ADVI's variational parameters: log-scale means shift by power * log s,
+# weight means and sds scale by s.
+_LOG_SHIFTS = {"q_mean_log_alpha": -2, "q_mean_log_beta": -2}
+_SCALE_POWERS.update({"q_mean_w": 1, "q_sd_w": 1, "q_mean_w_raw": 0, "q_sd_w_raw": 0})
 
 
 def _rescale_posterior(post, scale, n_obs):

@@ -205,7 +205,9 @@ def _marginal_loglike(Phi, PhiT_Phi):
     ----------
     Phi, PhiT_Phi : TensorVariable
         The design matrix and ``Phi^T Phi`` (shared variables, so that the
-        compiled function does not depend on the data's values).
+        compiled function does not depend on the data's values). ``PhiT_Phi``
+        is fixed when the model is built: ``pymc.set_data`` on ``"Phi"`` is
+        not supported in this form.
 
     Returns
     -------

@@ -10,32 +10,46 @@ Regression defaults to the ``"marginal"`` form: ``w`` integrated out
 (Tipping 2001, eq. 7), ``(alpha, beta)`` sampled or fitted, and ``w`` drawn
 afterwards, for every draw of ``(alpha, beta)``, from its exact Gaussian
 conditional ``N(mu, Sigma)`` (eqs. 12-13). Classification has no marginal
-form and defaults to ``"noncentered"`` weights.
+form: NUTS defaults to ``"noncentered"`` weights and ADVI to ``"centered"``
+ones (non-centred ADVI ran into NaN there).
 
-Defaults and why (noisy sinc, N = 100, RBF r = 3, standardised targets,
-hyperpriors a = b = c = d = 1e-6, 2 chains x (1000 tune + 1000 draws), on a
-2-core machine; see ``benchmarks/bench_bayes.py``)
-------------------------------------------------------------------------
-* **Marginal likelihood in the M x M form** (``model._marginal_loglike``):
-  with PyMC's ``MvNormal`` on the N x N covariance, NUTS reported 8-41
-  divergent transitions per run; they sat where some ``alpha_m`` is tiny and
-  the N x N covariance is too ill-conditioned for its Cholesky factor. The
-  M x M form with an analytic gradient gives 0 divergences on the same data
-  and seeds, and one gradient costs 0.16 ms instead of 0.47 ms.
-* **target_accept = 0.8** (PyMC's default): 0 divergences, max r-hat <= 1.01.
-* **PyTensor's NUMBA backend** (``compile_mode="NUMBA"``): PyTensor from pip
-  links no BLAS; the scipy-openblas libraries that numpy and scipy ship export
-  only ``scipy_``-prefixed symbols, so pointing ``blas__ldflags`` at them
-  fails with "undefined symbol: dgemm_". The NUMBA backend calls LAPACK
-  through scipy and needs no C compiler: logp + gradient takes 0.16 ms
-  (N = 100) and 0.05 ms (N = 50) against 0.21 ms and 0.13 ms for the C
-  backend, and a warm compile takes about 1 s against 1.5-3 s. A cold
-  compile costs about 15 s with either backend; compiled functions are cached
-  on disk under ``pytensor.config.base_compiledir`` and depend on the data's
-  shapes only.
-* **One BLAS thread per chain**: sampling runs inside
-  ``threadpool_limits(1)``; PyMC's worker processes get one thread each
-  (``blas_cores="auto"``), and nutpie's chain threads share the limit.
+Defaults and why
+----------------
+Measured on noisy sinc (N = 100, RBF r = 3, standardised targets, hyperpriors
+a = b = c = d = 1e-6, 2 chains x (1000 tune + 1000 draws)) on an otherwise
+idle 2-core machine; ``benchmarks/bench_bayes.py`` prints the tables.
+
+* **The marginal likelihood in its M x M form** (``model._marginal_loglike``).
+  With PyMC's ``MvNormal`` on the N x N covariance, NUTS reported 17-41
+  divergent transitions in each of 4 runs: where some ``alpha_m`` is tiny that
+  covariance is too ill-conditioned for its Cholesky factor. The M x M form
+  (one Cholesky factor of ``Sigma^{-1}``, analytic gradient) gave 0
+  divergences in 10 of 10 PyMC runs (N = 50 and 100, 5 seeds each), and a
+  logp + gradient costs 0.14 ms instead of 0.45 ms (N = 100).
+* **target_accept = 0.8**, PyMC's default: max r-hat <= 1.009 in every run.
+  PyMC's NUTS takes 31-34 leapfrog steps per draw whatever target_accept
+  (0.7-0.9) or hyperprior (1e-6 to 1e-2). nutpie had 1-3
+  divergences in 2 of 10 runs at 0.8 and 1 of 10 at 0.9: ``log alpha``
+  stepping past ``log(1/b)`` ~ 14, where the Gamma(1e-6, 1e-6) density falls
+  as ``exp(-b alpha)``.
+* **PyTensor's NUMBA backend** (``compile_mode="NUMBA"``). PyTensor from pip
+  links no BLAS, and the OpenBLAS builds that numpy and scipy ship export only
+  ``scipy_``-prefixed symbols, so pointing ``blas__ldflags`` at them fails
+  ("undefined symbol: dgemm_"). NUMBA calls LAPACK through scipy and needs no
+  C compiler: 0.14 ms per logp + gradient against 0.18 ms for the C backend
+  (N = 100; 0.04 ms at N = 50), NUTS sampling 14 s against 18.5 s. A cold
+  compile costs about 15 s with either backend; PyTensor caches compiled
+  functions on disk (``pytensor.config.base_compiledir``), and as the data
+  enter as shared variables a new data set of the same shape reuses them.
+* **One BLAS thread** (``blas_threads=1``) around sampling and the draws of
+  ``w`` that follow: with default threads the same run took 180-260 s
+  instead of 15 s (nutpie: 34 s instead of 11 s). PyMC's chain processes are
+  forked and inherit the limit (PyMC applies ``blas_cores`` only to spawned
+  workers); nutpie's chains are threads of this process. Without the limit
+  on the draws of ``w``, idle OpenBLAS threads spinning after them doubled
+  the CPU time of a run.
+* **cores = min(chains, CPUs)**: PyMC's own default assumes half the CPUs are
+  hyper-threads and ran the two chains in sequence here (27 s instead of 14 s).
 
 Diagnostics
 -----------
@@ -47,12 +61,22 @@ any divergence, r-hat above :data:`RHAT_MAX` = 1.01, or a bulk ESS below
 :data:`ESS_MIN_PER_CHAIN` = 100 per chain (Vehtari et al. recommend 400 for
 four chains).
 
-ADVI convergence
-----------------
-:func:`fit_advi` stops when the mean loss (-ELBO) over the last ``window``
-iterations has changed by less than ``tol`` per observation from the window
-before; otherwise it stops after ``n_iter`` iterations with a
-``ConvergenceWarning``.
+ADVI
+----
+Adam with step 0.01. PyMC's default, ``adagrad_window`` with step 1e-3,
+reached its lowest loss after about 20,000 iterations and then blew up (mean
+loss over 1000 iterations from 1,170 to as much as 46,000); with steps 3e-3
+and 1e-2 it blew up after 8,000 and 2,000 iterations. Adam at 0.01 or 3e-3
+stayed at its optimum for 30,000 iterations. :func:`fit_advi` stops when the
+median loss (-ELBO) over the last ``window`` = 1000 iterations has moved by
+less than ``tol`` = 0.01 nats per observation from the window before, twice
+in a row (``patience`` = 2); otherwise it
+stops after ``n_iter`` iterations with a ``ConvergenceWarning``. The median
+ignores the rare huge losses of draws near the hyperprior's cut-off; the
+loss of a single iteration has a standard deviation of about 5 nats here. On
+noisy sinc (N = 100) the marginal mean-field fit stops after 4,000-6,000
+iterations (3-7 s) with noise sd 0.097-0.104; the centred and non-centred
+forms overestimate it by 20-45% and 65-85%.
 """
 
 from __future__ import annotations
@@ -65,7 +89,7 @@ import time
 import warnings
 
 import numpy as np
-from scipy import linalg
+from scipy import linalg, special
 from sklearn.exceptions import ConvergenceWarning
 
 from ._idata import make_idata
@@ -205,11 +229,26 @@ def _weight_moments(Phi, y, w, alpha, beta, likelihood):
         if likelihood == "gaussian":
             H = flat_b[i] * PtP + np.diag(a)
         else:
-            s = 1.0 / (1.0 + np.exp(-(Phi @ flat_w[i])))
+            s = special.expit(Phi @ flat_w[i])
             H = (Phi.T * (s * (1 - s))) @ Phi + np.diag(a)
         L = cholesky_jittered(H, what="posterior precision of the weights")
         gamma_sum += 1.0 - a * np.diag(cho_covariance(L))
     return mean, cov, gamma_sum / len(flat_a)
+
+
+def _weights(Phi, y, post, *, parameterization, likelihood, alpha, beta, rng):
+    """Draws of ``w``, ``alpha``, ``beta`` (fixed values broadcast) and the weight moments."""
+    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
+    alpha_d = _free_draws(post, "alpha", alpha, (n_chain, n_draw, Phi.shape[1]))
+    gaussian = likelihood == "gaussian"
+    beta_d = _free_draws(post, "beta", beta, (n_chain, n_draw)) if gaussian else None
+    if parameterization == "marginal":
+        w, mean, cov, gamma = _conditional_weights(Phi, y, alpha_d, beta_d, rng)
+    else:
+        w = np.asarray(post["w"].values, dtype=float)
+        mean, cov, gamma = _weight_moments(Phi, y, w, alpha_d, beta_d, likelihood)
+    return w, alpha_d, beta_d, {"mean": (("basis",), mean), "cov": (("basis", "basis_col"), cov),
+                                "gamma": (("basis",), gamma)}
 
 
 def _labelled(result):
@@ -389,18 +428,14 @@ def fit_nuts(
     wall = time.perf_counter() - t0
 
     post = trace.posterior
-    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
-    alpha_d = _free_draws(post, "alpha", alpha, (n_chain, n_draw, M))
     gaussian = likelihood == "gaussian"
-    beta_d = _free_draws(post, "beta", beta, (n_chain, n_draw)) if gaussian else None
-    if parameterization == "marginal":
-        w, mean, cov, gamma = _conditional_weights(Phi, y, alpha_d, beta_d, rng)
-    else:
-        w = np.asarray(post["w"].values, dtype=float)
-        mean, cov, gamma = _weight_moments(Phi, y, w, alpha_d, beta_d, likelihood)
-
-    diag = _diagnostics(post, trace.sample_stats, alpha_free=alpha is None,
-                        beta_free=gaussian and beta is None)
+    with _blas_limit(blas_threads):  # 2000 small factorisations: one thread is fastest
+        w, alpha_d, beta_d, moments = _weights(
+            Phi, y, post, parameterization=parameterization, likelihood=likelihood,
+            alpha=alpha, beta=beta, rng=rng,
+        )
+        diag = _diagnostics(post, trace.sample_stats, alpha_free=alpha is None,
+                            beta_free=gaussian and beta is None)
     sampling_time = float(post.attrs.get("sampling_time", np.nan))
     ess_key = "min_ess_bulk_log_alpha" if alpha is None else "min_ess_bulk"
     attrs = {
@@ -418,12 +453,10 @@ def fit_nuts(
         **diag,
     }
     idata = make_idata(
-        method="nuts", basis=basis, w=w, alpha=alpha_d, beta=beta_d, y=y,
-        fit={"mean": (("basis",), mean), "cov": (("basis", "basis_col"), cov),
-             "gamma": (("basis",), gamma)},
+        method="nuts", basis=basis, w=w, alpha=alpha_d, beta=beta_d, y=y, fit=moments,
         sample_stats=trace.sample_stats, attrs=attrs,
     )
-    _warn_diagnostics(diag, n_chain)
+    _warn_diagnostics(diag, post.sizes["chain"])
     return idata
 
 
@@ -598,23 +631,13 @@ def fit_advi(
             stacklevel=2,
         )
 
-    post = trace.posterior
-    alpha_d = _free_draws(post, "alpha", alpha, (1, draws, M))
-    gaussian = likelihood == "gaussian"
-    beta_d = _free_draws(post, "beta", beta, (1, draws)) if gaussian else None
-    if parameterization == "marginal":
-        w, mean, cov, gamma = _conditional_weights(Phi, y, alpha_d, beta_d, rng)
-    else:
-        w = np.asarray(post["w"].values, dtype=float)
-        mean, cov, gamma = _weight_moments(Phi, y, w, alpha_d, beta_d, likelihood)
+    with _blas_limit(blas_threads):
+        w, alpha_d, beta_d, moments = _weights(
+            Phi, y, trace.posterior, parameterization=parameterization, likelihood=likelihood,
+            alpha=alpha, beta=beta, rng=rng,
+        )
     last = loss[-min(window, len(loss)):]
-    fit = {
-        "elbo": (("iteration",), -loss),
-        "mean": (("basis",), mean),
-        "cov": (("basis", "basis_col"), cov),
-        "gamma": (("basis",), gamma),
-        **_variational_parameters(approx, model),
-    }
+    fit = {"elbo": (("iteration",), -loss), **moments, **_variational_parameters(approx, model)}
     attrs = {
         "likelihood": likelihood,
         "parameterization": parameterization,
