@@ -85,16 +85,6 @@ def solve_lower(L, B):
     return linalg.solve_triangular(L, B, lower=True, check_finite=False)
 
 
-def cho_inverse_diag(L):
-    """Diagonal of ``A^{-1}`` from the lower Cholesky factor of ``A``.
-
-    Computed as the squared column norms of ``L^{-1}``; no inverse of ``A``
-    is formed.
-    """
-    Linv = solve_lower(L, np.eye(L.shape[0]))
-    return np.einsum("ij,ij->j", Linv, Linv)
-
-
 def cho_covariance(L):
     """``A^{-1}`` from the lower Cholesky factor of ``A``, as ``L^{-T} L^{-1}``.
 

@@ -247,7 +247,6 @@ def rvm_star_predict(estimator, X, *, alpha_star=None, chunk_size=None):
     >>> from rvm_ppl.datasets import make_sinc
     >>> X, y = make_sinc(50, random_state=0)
     >>> m = RVR(gamma=1 / 9).fit(X, y)
-    >>> m.y_fit_ = y
     >>> mean, std = rvm_star_predict(m, [[0.0], [40.0]])
     >>> bool(std[1] > m.predict([[40.0]], return_std=True)[1][0])
     True

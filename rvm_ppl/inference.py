@@ -144,9 +144,7 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
     else:
         if priors is not None:
             raise ValueError("solver='full' maximises the plain evidence; use solver='fast' with priors.")
-        if not isinstance(basis, DenseBasis):
-            raise ValueError("solver='full' needs the dense design matrix; use solver='fast' for large N.")
-        res = fit_evidence_full(basis.Phi, y, **common)
+        res = fit_evidence_full(_dense_phi(basis, "solver='full'"), y, **common)
     return _evidence_posterior(res, y, labels, options, random_state, attrs)
 
 
@@ -202,9 +200,7 @@ def _evidence_idata(res, y, labels, chains, draws, random_state, attrs):
 
 def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
     """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``."""
-    if not isinstance(basis, DenseBasis):
-        raise ValueError("method='vb' needs the dense design matrix.")
-    Phi = basis.Phi
+    Phi = _dense_phi(basis, "method='vb'")
     p = resolve_priors(options.get("priors"))
     kw = dict(max_iter=options.get("vb_max_iter", 5000), tol=options.get("vb_tol", 1e-7))
     if likelihood == "gaussian":
@@ -295,38 +291,47 @@ def _sampler_kwargs(function, options):
     return own, {k: v for k, v in extra.items() if k not in known}
 
 
+def _dense_phi(basis, method):
+    """The explicit design matrix, which every method but the fast evidence solver needs."""
+    if not isinstance(basis, DenseBasis):
+        raise ValueError(f"{method} needs the dense design matrix; for large N use method='evidence' with solver='fast'.")
+    return basis.Phi
+
+
+def _fit_sampled(function, passthrough, basis, y, labels, likelihood, options, random_state, attrs, **kw):
+    """Run a PyMC fitter of :mod:`rvm_ppl.sampling` and summarise its draws.
+
+    ``sample_kwargs`` entries that ``function`` accepts are passed to it; the
+    rest go on to PyMC under the keyword ``passthrough``.
+    """
+    own, rest = _sampler_kwargs(function, options)
+    idata = function(
+        _dense_phi(basis, f"method={function.__name__[4:]!r}"), y, basis=list(labels),
+        likelihood=likelihood, priors=options.get("priors"), draws=options.get("draws", 1000),
+        blas_threads=options.get("blas_threads", 1), random_state=random_state,
+        **kw, **{passthrough: rest or None, **own},
+    )
+    idata.attrs.update(attrs or {})
+    return _sampled_posterior(idata, likelihood)
+
+
 def fit_nuts(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
     """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`)."""
     from . import sampling
 
-    if not isinstance(basis, DenseBasis):
-        raise ValueError("method='nuts' needs the dense design matrix.")
-    own, rest = _sampler_kwargs(sampling.fit_nuts, options)
-    idata = sampling.fit_nuts(
-        basis.Phi, y, basis=list(labels), likelihood=likelihood, priors=options.get("priors"),
-        draws=options.get("draws", 1000), tune=options.get("tune", 1000),
-        chains=options.get("chains", 2), blas_threads=options.get("blas_threads", 1),
-        random_state=random_state, **{"sample_kwargs": rest or None, **own},
+    return _fit_sampled(
+        sampling.fit_nuts, "sample_kwargs", basis, y, labels, likelihood, options, random_state,
+        attrs, tune=options.get("tune", 1000), chains=options.get("chains", 2),
     )
-    idata.attrs.update(attrs or {})
-    return _sampled_posterior(idata, likelihood)
 
 
 def fit_advi(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
     """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.sampling.fit_advi`)."""
     from . import sampling
 
-    if not isinstance(basis, DenseBasis):
-        raise ValueError("method='advi' needs the dense design matrix.")
-    own, rest = _sampler_kwargs(sampling.fit_advi, options)
-    idata = sampling.fit_advi(
-        basis.Phi, y, basis=list(labels), likelihood=likelihood, priors=options.get("priors"),
-        draws=options.get("draws", 1000),
-        blas_threads=options.get("blas_threads", 1), random_state=random_state,
-        **{"fit_kwargs": rest or None, **own},
+    return _fit_sampled(
+        sampling.fit_advi, "fit_kwargs", basis, y, labels, likelihood, options, random_state, attrs,
     )
-    idata.attrs.update(attrs or {})
-    return _sampled_posterior(idata, likelihood)
 
 
 _FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
