@@ -11,7 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 
 from .estimators import RVC, RVR
 from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
-from .model import DEFAULT_PRIORS, build_model
+from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
 
 try:
     __version__ = version("rvm_ppl")
@@ -28,6 +28,7 @@ __all__ = [
     "FunctionKernel",
     "design_matrix",
     "build_model",
+    "BERNOULLI_PRIORS",
     "DEFAULT_PRIORS",
     "__version__",
 ]

@@ -508,9 +508,20 @@ class RVC(ClassifierMixin, _RVMBase):
 
     Parameters
     ----------
-    kernel, gamma, degree, coef0, method, fit_intercept, priors, max_iter, tol, \
+    kernel, gamma, degree, coef0, method, fit_intercept, max_iter, tol, \
 alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         As for :class:`RVR` (there is no noise precision).
+    priors : dict, optional
+        Gamma hyperprior ``a, b`` on the weight precisions. The evidence
+        method supports none (type-II maximum likelihood); vb defaults to
+        :data:`rvm_ppl.model.DEFAULT_PRIORS` (1e-6, Bishop & Tipping's
+        limit); advi and nuts default to
+        :data:`rvm_ppl.model.BERNOULLI_PRIORS` (``a = 3, b = 0.2``): as
+        ``a -> 0`` the exact posterior of a classifier puts its mass on
+        unbounded weights that separate the training data, which no sampler
+        can explore (:mod:`rvm_ppl.model`, "Hyperpriors of the classifier").
+        Pass the same ``priors`` to every method to compare them on one
+        model.
 
     Attributes
     ----------
@@ -531,6 +542,13 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
     MacKay's moderated output ``sigma(kappa a)`` with ``a = phi^T mu``,
     ``kappa = (1 + pi s^2 / 8)^(-1/2)`` and ``s^2 = phi^T Sigma phi``; for
     advi and nuts, the average of ``sigma(phi^T w)`` over posterior draws.
+
+    advi and nuts sample the weights with every ``alpha_m`` integrated out
+    (Student-t priors, Tipping 2001, eq. 32) and draw ``alpha`` exactly
+    afterwards (:func:`rvm_ppl.model.build_model`, ``"marginal"``). Their
+    posterior is not sparse: no weight is individually well determined, so
+    ``E[gamma_m] > 1/2`` rarely marks any basis function relevant, while
+    the posterior-predictive probabilities average over all of them.
 
     Examples
     --------

@@ -5,9 +5,12 @@ Sizes are chosen so that the compiled functions are shared between tests
 minute on two cores with a warm compile cache.
 """
 
+import arviz as az
 import numpy as np
 import pytest
 from scipy import stats
+from scipy.integrate import quad
+from scipy.special import digamma, expit
 
 from rvm_ppl.datasets import make_sinc
 from rvm_ppl.evidence import posterior_given
@@ -225,19 +228,81 @@ def test_nutpie_backend_runs(tiny):
     assert idata.attrs["nuts_sampler"] == "nutpie"
 
 
+def _logistic_problem():
+    """30 labels from a logistic model on [1, x]: two weights, so quadrature is exact."""
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=30)
+    Phi = np.column_stack([np.ones(30), x])
+    t = (rng.random(30) < expit(0.3 + 1.5 * x)).astype(float)
+    return Phi, t
+
+
+def _quadrature_posterior(Phi, t, priors):
+    """Posterior of w on a 2-D grid: Student-t priors (Tipping 2001, eq. 32) times the likelihood."""
+    g = np.linspace(-4, 6, 1001)
+    W0, W1 = np.meshgrid(g, g, indexing="ij")
+    W = np.stack([W0.ravel(), W1.ravel()], axis=1)
+    prior = stats.t(df=2 * priors["a"], scale=np.sqrt(priors["b"] / priors["a"]))
+    A = W @ Phi.T
+    log_post = prior.logpdf(W).sum(axis=1) + (t * A - np.logaddexp(0, A)).sum(axis=1)
+    p = np.exp(log_post - log_post.max())
+    return W, p / p.sum()
+
+
+def test_bernoulli_marginal_model_density_and_alpha_draws():
+    from rvm_ppl.model import BERNOULLI_PRIORS, alpha_given_weights, build_model
+
+    Phi, t = _logistic_problem()
+    model = build_model(Phi, t, likelihood="bernoulli")
+    assert [rv.name for rv in model.free_RVs] == ["w"]  # alpha integrated out
+    logp = model.compile_logp(jacobian=False)
+    a, b = BERNOULLI_PRIORS["a"], BERNOULLI_PRIORS["b"]
+    for w in ([0.3, -1.2], [2.0, 0.01], [-40.0, 3.0]):
+        w = np.array(w)
+        # p(w_m) = int N(w_m | 0, 1/alpha) Gamma(alpha | a, b) d alpha, by quadrature
+        mix = [quad(lambda al, wm=wm: stats.norm.pdf(wm, scale=al**-0.5)
+                    * stats.gamma.pdf(al, a, scale=1 / b), 0, np.inf, epsabs=0, epsrel=1e-12,
+                    limit=200)[0] for wm in w]
+        f = Phi @ w
+        ref = np.sum(np.log(mix)) + np.sum(t * f - np.logaddexp(0, f))
+        value = {"w_scaled_asinh__": np.arcsinh(w / np.sqrt(2 * b))}
+        assert logp(value) == pytest.approx(ref, rel=1e-8)
+    # alpha | w ~ Gamma(a + 1/2, b + w^2 / 2): mean and variance of 200 000 draws
+    w = np.array([0.0, 0.5, 3.0])
+    draws = alpha_given_weights(np.broadcast_to(w, (200_000, 3)), BERNOULLI_PRIORS,
+                                np.random.default_rng(0))
+    shape, rate = a + 0.5, b + 0.5 * w**2
+    np.testing.assert_allclose(draws.mean(axis=0), shape / rate, rtol=0.01)
+    np.testing.assert_allclose(draws.var(axis=0), shape / rate**2, rtol=0.02)
+    with pytest.raises(ValueError, match="integrates alpha out"):
+        build_model(Phi, t, likelihood="bernoulli", alpha=np.ones(2))
+
+
 @pytest.mark.slow
-def test_bernoulli_nuts_and_advi_layout():
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(30, 2))
-    labels = (X[:, 0] + 0.5 * rng.normal(size=30) > 0).astype(float)
-    Phi = design_matrix(X, X, RBF(gamma=0.5))
-    basis = ["bias"] + [f"x_{i}" for i in range(30)]
-    with pytest.warns(SamplingWarning):
-        idata = fit_nuts(Phi, labels, basis=basis, likelihood="bernoulli", draws=100,
-                         tune=100, random_state=0)
+def test_bernoulli_nuts_matches_quadrature_and_advi_is_close():
+    from rvm_ppl.model import BERNOULLI_PRIORS
+
+    Phi, t = _logistic_problem()
+    W, p = _quadrature_posterior(Phi, t, BERNOULLI_PRIORS)
+    mean = p @ W
+    # E[log alpha_m] = E[ psi(a + 1/2) - log(b + w_m^2 / 2) ] (alpha | w is Gamma)
+    a, b = BERNOULLI_PRIORS["a"], BERNOULLI_PRIORS["b"]
+    mean_log_alpha = p @ (digamma(a + 0.5) - np.log(b + 0.5 * W**2))
+
+    idata = fit_nuts(Phi, t, basis=["bias", "x"], likelihood="bernoulli",
+                     random_state=0)
+    assert idata.attrs["parameterization"] == "marginal"
     assert "beta" not in idata.posterior
-    assert idata.attrs["parameterization"] == "noncentered"
-    assert idata.posterior["w"].shape == (2, 100, 31)
-    va = fit_advi(Phi, labels, basis=basis, likelihood="bernoulli", draws=100, random_state=0)
-    assert "beta" not in va.posterior
-    assert va.fit["elbo"].dims == ("iteration",)
+    assert idata.attrs["n_divergences"] == 0 and idata.attrs["max_rhat"] <= 1.01
+    mcse = az.mcse(idata, var_names=["w"])["w"].values
+    np.testing.assert_array_less(np.abs(idata.posterior["w"].mean(("chain", "draw")) - mean),
+                                 4 * mcse)
+    log_alpha = np.log(idata.posterior["alpha"].values)
+    se = log_alpha.std(axis=(0, 1)) / np.sqrt(idata.attrs["min_ess_bulk_log_alpha"])
+    np.testing.assert_array_less(np.abs(log_alpha.mean(axis=(0, 1)) - mean_log_alpha), 4 * se)
+
+    va = fit_advi(Phi, t, basis=["bias", "x"], likelihood="bernoulli", draws=2000,
+                  random_state=0)
+    assert va.attrs["parameterization"] == "marginal" and va.attrs["converged"]
+    # mean field on asinh(w / c): a Gaussian in that scale, close to the exact mean
+    np.testing.assert_allclose(va.fit["mean"].values, mean, atol=0.15)
