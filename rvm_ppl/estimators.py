@@ -516,7 +516,7 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         method supports none (type-II maximum likelihood); vb defaults to
         :data:`rvm_ppl.model.DEFAULT_PRIORS` (1e-6, Bishop & Tipping's
         limit); advi and nuts default to
-        :data:`rvm_ppl.model.BERNOULLI_PRIORS` (``a = 3, b = 0.2``): as
+        :data:`rvm_ppl.model.BERNOULLI_PRIORS` (``a = 3, b = 2``): as
         ``a -> 0`` the exact posterior of a classifier puts its mass on
         unbounded weights that separate the training data, which no sampler
         can explore (:mod:`rvm_ppl.model`, "Hyperpriors of the classifier").

@@ -25,6 +25,22 @@ def test_ripley_accuracy_and_sparsity(method):
     assert np.mean(nrv) <= 6
 
 
+@pytest.mark.slow
+def test_nuts_samples_a_ripley_subset_with_package_defaults():
+    # The marginal classifier under the default hyperprior a = 3, b = 2
+    # (benchmarks/bench_classification.py --part nuts runs 10 subsets of 100).
+    X, y, Xt, yt = load_ripley()
+    idx = np.random.default_rng(0).choice(len(y), 50, replace=False)
+    clf = RVC(gamma=4.0, random_state=0).fit(X[idx], y[idx], method="nuts")
+    attrs = clf.idata_.attrs
+    assert attrs["parameterization"] == "marginal"
+    assert attrs["n_divergences"] == 0
+    assert attrs["max_rhat_log_alpha"] <= 1.01 and attrs["min_ess_bulk_log_alpha"] >= 400
+    # the posterior-predictive classifier is as good as the type-II one
+    evidence = RVC(gamma=4.0).fit(X[idx], y[idx])
+    assert 1 - clf.score(Xt, yt) <= 1 - evidence.score(Xt, yt) + 0.01
+
+
 def test_probabilities_are_calibrated_on_data_with_known_probabilities():
     rng = np.random.default_rng(1)
 
