@@ -20,11 +20,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import time
 
 import numpy as np
+from _proc import run_worker
 
 
 def _sinc_rows(reps):
@@ -138,21 +137,7 @@ def _worker(lib, n, seed):
 
 
 def _run(lib, n, threads, seed, timeout):
-    env = dict(os.environ)
-    if threads == "1 thread":
-        env.update(OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    else:
-        for k in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-            env.pop(k, None)
-    cmd = [sys.executable, __file__, "--worker", lib, str(n), str(seed)]
-    try:
-        out = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return None, f"timed out after {timeout} s"
-    lines = [ln for ln in out.stdout.splitlines() if ln.startswith("{")]
-    if out.returncode or not lines:
-        return None, (out.stderr.strip().splitlines() or ["failed"])[-1][:80]
-    return json.loads(lines[-1]), None
+    return run_worker(__file__, [lib, n, seed], one_thread=threads == "1 thread", timeout=timeout)
 
 
 def _installed(lib):
