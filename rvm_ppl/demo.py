@@ -1,13 +1,19 @@
-"""The main job: fit Tipping's noisy sinc problem with every method and compare.
+"""The main job: fit Tipping's noisy sinc and Ripley's data with every method and compare.
 
 Run as ``python -m rvm_ppl.demo --out out``. Writes
 
 * ``alpha_comparison.png``: the posteriors of log10 alpha of every method
-  side by side (type-II ML as points, pruned bases at the right edge);
+  side by side on noisy sinc (type-II ML as points, pruned bases at the
+  right edge);
 * ``predictive.png``: each method's predictive mean and ±2 sd band with its
   relevance vectors;
-* ``methods.md``: fit time, RMS to the true function, relevance vectors,
-  noise estimate, and each method's own diagnostics.
+* ``classification.png``: each method's probability contours and relevance
+  vectors on 100 points of Ripley's synthetic two-class data;
+* ``alpha_comparison_ripley.png``: as ``alpha_comparison.png``, for the
+  classifier;
+* ``methods.md``: per data set, fit time, the fit's accuracy (RMS to the
+  true function; test error and log loss), relevance vectors, noise
+  estimate (regression), and each method's own diagnostics.
 """
 
 from __future__ import annotations
@@ -20,28 +26,78 @@ import warnings
 from pathlib import Path
 
 
-def _row(method, model, seconds, rms):
-    import numpy as np
+METHODS = ("evidence", "vb", "advi", "nuts")
 
+
+def _diagnostics(method, model):
+    """Each method's own check of its fit, as text for a table."""
     attrs = model.idata_.attrs
     if method == "nuts":
-        extra = (f"divergences {attrs['n_divergences']}, max r-hat {attrs['max_rhat']:.3f}, "
-                 f"min bulk ESS (log alpha) {attrs['min_ess_bulk_log_alpha']:.0f}, "
-                 f"{attrs['ess_per_s']:.0f} ESS/s")
-    elif method in ("vb", "advi"):
-        extra = f"final ELBO {float(model.idata_.fit['elbo'].values[-1]):.1f}"
-    else:
-        extra = f"log evidence {model.log_evidence_:.1f}"
+        return (f"divergences {attrs['n_divergences']}, max r-hat {attrs['max_rhat']:.3f}, "
+                f"min bulk ESS (log alpha) {attrs['min_ess_bulk_log_alpha']:.0f}, "
+                f"{attrs['ess_per_s']:.0f} ESS/s")
+    if method in ("vb", "advi"):
+        return f"final ELBO {float(model.idata_.fit['elbo'].values[-1]):.1f}"
+    return f"log evidence {model.log_evidence_:.1f}"
+
+
+def _row(method, model, seconds, scores, extra=()):
+    """``| method | time | *scores | relevance vectors | sum E[gamma] | *extra | diagnostics |``."""
+    import numpy as np
+
     gamma = model.idata_.relevance["gamma"].values
-    return (f"| {method} | {seconds:.2f} | {rms:.4f} | {len(model.relevance_)} | "
-            f"{float(np.sum(gamma)):.1f} | {1 / np.sqrt(model.beta_):.4f} | {extra} |")
+    cells = [method, f"{seconds:.2f}", *scores, str(len(model.relevance_)),
+             f"{float(np.sum(gamma)):.1f}", *extra, _diagnostics(method, model)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _table(header, rows):
+    """A markdown table: header, separator, rows."""
+    return "\n".join([
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+        *rows,
+    ]) + "\n"
+
+
+def _fit_all(make, X, y):
+    """Fit ``make(method)`` by every method; the fits and their times in seconds."""
+    models, seconds = {}, {}
+    for method in METHODS:
+        print(f"fitting {method} ...", flush=True)
+        model = make(method)
+        start = time.perf_counter()
+        model.fit(X, y, method=method)
+        seconds[method] = time.perf_counter() - start
+        models[method] = model
+    return models, seconds
+
+
+def _alpha_figure(models, path, title):
+    """plot_alpha of every fit on the bias, the evidence fit's relevance vectors and a few pruned bases."""
+    import matplotlib.pyplot as plt
+
+    from rvm_ppl.plotting import plot_alpha
+
+    idatas = {m: model.idata_ for m, model in models.items()}
+    shown = [f"x_{i}" for i in models["evidence"].relevance_]
+    first_pruned = [b for b in idatas["evidence"].posterior.basis.values[1:]
+                    if b not in shown][: max(3, len(shown) // 2)]
+    basis = ["bias"] + sorted(shown + first_pruned, key=lambda b: int(b.split("_")[1]))
+    fig, ax = plt.subplots(figsize=(8, 0.45 * len(basis) + 1.5))
+    plot_alpha(idatas, basis=basis, ax=ax)
+    ax.set_title(title)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return idatas
 
 
 def main(argv=None):
-    """Fit noisy sinc by evidence, vb, advi and nuts; write figures and a table."""
+    """Fit noisy sinc and Ripley's data by evidence, vb, advi and nuts; write figures and tables."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="out", help="output folder")
-    parser.add_argument("--n", type=int, default=100, help="training points")
+    parser.add_argument("--n", type=int, default=100, help="training points (noisy sinc)")
     parser.add_argument("--draws", type=int, default=1000, help="posterior draws per chain")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -54,41 +110,32 @@ def main(argv=None):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import numpy as np
+    from matplotlib.lines import Line2D
 
-    from rvm_ppl import RVR
+    from rvm_ppl import RVC, RVR
     from rvm_ppl.compare import alpha_table
-    from rvm_ppl.datasets import make_sinc, sinc
-    from rvm_ppl.plotting import plot_alpha, plot_predictive
+    from rvm_ppl.datasets import load_ripley, make_sinc, sinc
+    from rvm_ppl.plotting import plot_decision, plot_predictive
+
+    def options(method):
+        return dict(draws=args.draws, tune=args.draws, chains=2, random_state=args.seed,
+                    sample_kwargs={"progressbar": True} if method in ("advi", "nuts") else None)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+
+    # Regression: Tipping's noisy sinc.
     X, y = make_sinc(args.n, random_state=args.seed)
     Xt = np.linspace(-10, 10, 1000)[:, None]
     truth = sinc(Xt[:, 0])
+    models, seconds = _fit_all(lambda method: RVR(gamma=1 / 9, **options(method)), X, y)
+    rows = []
+    for method, model in models.items():
+        rms = float(np.sqrt(np.mean((model.predict(Xt) - truth) ** 2)))
+        rows.append(_row(method, model, seconds[method], [f"{rms:.4f}"], [f"{1 / np.sqrt(model.beta_):.4f}"]))
 
-    models, rows = {}, []
-    for method in ("evidence", "vb", "advi", "nuts"):
-        print(f"fitting {method} ...", flush=True)
-        model = RVR(gamma=1 / 9, draws=args.draws, tune=args.draws, chains=2, random_state=args.seed,
-                    sample_kwargs={"progressbar": True} if method in ("advi", "nuts") else None)
-        start = time.perf_counter()
-        model.fit(X, y, method=method)
-        seconds = time.perf_counter() - start
-        mean = model.predict(Xt)
-        rms = float(np.sqrt(np.mean((mean - truth) ** 2)))
-        models[method] = model
-        rows.append(_row(method, model, seconds, rms))
-
-    idatas = {m: model.idata_ for m, model in models.items()}
-    shown = [f"x_{i}" for i in models["evidence"].relevance_]
-    first_pruned = [b for b in idatas["evidence"].posterior.basis.values[1:]
-                    if b not in shown][: max(3, len(shown) // 2)]
-    basis = ["bias"] + sorted(shown + first_pruned, key=lambda b: int(b.split("_")[1]))
-    fig, ax = plt.subplots(figsize=(8, 0.45 * len(basis) + 1.5))
-    plot_alpha(idatas, basis=basis, ax=ax)
-    ax.set_title(f"What each method says about alpha (noisy sinc, N = {args.n})")
-    fig.tight_layout()
-    fig.savefig(out / "alpha_comparison.png", dpi=110)
+    idatas = _alpha_figure(models, out / "alpha_comparison.png",
+                           f"What each method says about alpha (noisy sinc, N = {args.n})")
 
     fig, axes = plt.subplots(2, 2, figsize=(11, 7), sharex=True, sharey=True)
     for ax, (method, model) in zip(axes.ravel(), models.items()):
@@ -98,18 +145,56 @@ def main(argv=None):
         ax.set_title(method)
     fig.tight_layout()
     fig.savefig(out / "predictive.png", dpi=110)
+    plt.close(fig)
 
-    table = "\n".join([
-        "| method | fit time (s) | RMS to sin(x)/x | relevance vectors | effective parameters (sum E[gamma]) | noise sd | diagnostics |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
-    ]) + "\n"
+    table = _table(["method", "fit time (s)", "RMS to sin(x)/x", "relevance vectors",
+                    "effective parameters (sum E[gamma])", "noise sd", "diagnostics"], rows)
     alpha = alpha_table(idatas).round(2).to_markdown() if _has_tabulate() else alpha_table(idatas).round(2).to_string()
+    regression = (f"# Noisy sinc, N = {args.n}, RBF r = 3\n\n{table}\n"
+                  f"## log10 alpha of the bases relevant to any method\n\n{alpha}\n")
+    print(table)
+
+    # Classification: 100 points of Ripley's synthetic data, tested on its 1000.
+    Xr, yr, Xrt, yrt = load_ripley()
+    idx = np.random.default_rng(args.seed).choice(250, 100, replace=False)
+    Xr, yr = Xr[idx], yr[idx]
+    classifiers, seconds = _fit_all(lambda method: RVC(gamma=4.0, **options(method)), Xr, yr)
+    rows = []
+    fig, axes = plt.subplots(2, 2, figsize=(11, 9), sharex=True, sharey=True)
+    for ax, (method, clf) in zip(axes.ravel(), classifiers.items()):
+        P = clf.predict_proba(Xrt)
+        error = float(np.mean(clf.classes_[np.argmax(P, axis=1)] != yrt))
+        # Mean negative log predictive probability of the true class (log loss).
+        p_true = np.clip(P[np.arange(len(yrt)), np.searchsorted(clf.classes_, yrt)], 1e-12, 1 - 1e-12)
+        log_loss = float(-np.mean(np.log(p_true)))
+        rows.append(_row(method, clf, seconds[method], [f"{100 * error:.1f}%", f"{log_loss:.4f}"]))
+        plot_decision(clf, Xr, yr, relevance=clf.relevance_, ax=ax,
+                      relevance_kwargs={"label": "relevance vectors"})
+        ax.get_legend().remove()  # one legend for all panels, below them
+        ax.set_title(f"{method}: test error {100 * error:.1f}%, {len(clf.relevance_)} relevance vectors")
+    for ax in axes[1]:
+        ax.set_xlabel("$x_1$")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("$x_2$")
+    handles = {label: h for ax in axes.ravel() for h, label in zip(*ax.get_legend_handles_labels())}
+    handles["P(class 1) = 0.5"] = Line2D([], [], color="k", ls="--", lw=1.6)
+    handles["P(class 1) = 0.25, 0.75"] = Line2D([], [], color="0.55", lw=1.0)
+    fig.legend(handles.values(), handles.keys(), loc="lower center", ncol=len(handles), fontsize="small")
+    fig.tight_layout(rect=(0, 0.04, 1, 1))
+    fig.savefig(out / "classification.png", dpi=110)
+    plt.close(fig)
+    _alpha_figure(classifiers, out / "alpha_comparison_ripley.png",
+                  "What each method says about alpha (Ripley, N = 100)")
+
+    table = _table(["method", "fit time (s)", "test error (1000 points)",
+                    "test log loss", "relevance vectors",
+                    "effective parameters (sum E[gamma])", "diagnostics"], rows)
     (out / "methods.md").write_text(
-        f"# Noisy sinc, N = {args.n}, RBF r = 3\n\n{table}\n## log10 alpha of the bases relevant to any method\n\n{alpha}\n"
+        f"{regression}\n# Ripley's synthetic data, 100 training points, RBF r = 0.5\n\n{table}"
     )
     print(table)
-    print(f"wrote {out / 'alpha_comparison.png'}, {out / 'predictive.png'} and {out / 'methods.md'}")
+    written = ["alpha_comparison.png", "predictive.png", "classification.png", "alpha_comparison_ripley.png"]
+    print(f"wrote {', '.join(str(out / f) for f in written)} and {out / 'methods.md'}")
 
 
 def _has_tabulate():

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["plot_predictive", "plot_alpha"]
+__all__ = ["plot_predictive", "plot_decision", "plot_alpha"]
 
 
 def plot_predictive(
@@ -77,15 +77,143 @@ def plot_predictive(
         data_kwargs.setdefault("color", "0.4")
         data_kwargs.setdefault("label", "data")
         ax.scatter(Xr, y, **data_kwargs)
-        if relevance is not None and len(relevance):
-            relevance_kwargs = dict(relevance_kwargs or {})
-            relevance_kwargs.setdefault("s", 90)
-            relevance_kwargs.setdefault("facecolors", "none")
-            relevance_kwargs.setdefault("edgecolors", "C3")
-            relevance_kwargs.setdefault("linewidths", 1.5)
-            relevance_kwargs.setdefault("label", f"relevance vectors ({len(relevance)})")
-            ax.scatter(Xr[relevance], np.asarray(y)[relevance], **relevance_kwargs)
+        _circle_relevance(ax, Xr, y, relevance, relevance_kwargs)
     ax.legend(loc="best", fontsize="small")
+    return ax
+
+
+def _circle_relevance(ax, x, y, relevance, relevance_kwargs):
+    """Circle the points ``(x, y)[relevance]``, if there are any."""
+    if relevance is None or not len(relevance):
+        return
+    relevance_kwargs = dict(relevance_kwargs or {})
+    relevance_kwargs.setdefault("s", 90)
+    relevance_kwargs.setdefault("facecolors", "none")
+    relevance_kwargs.setdefault("edgecolors", "C3")
+    relevance_kwargs.setdefault("linewidths", 1.5)
+    relevance_kwargs.setdefault("label", f"relevance vectors ({len(relevance)})")
+    ax.scatter(np.asarray(x)[relevance], np.asarray(y)[relevance], **relevance_kwargs)
+
+
+def plot_decision(
+    clf,
+    X=None,
+    y=None,
+    *,
+    relevance=None,
+    levels=(0.25, 0.5, 0.75),
+    grid=200,
+    xlim=None,
+    ylim=None,
+    ax=None,
+    contour_kwargs=None,
+    data_kwargs=None,
+    relevance_kwargs=None,
+):
+    """Contours of a binary classifier's probability over two input features.
+
+    Draws lines of constant ``P(classes_[1] | x)`` at ``levels`` (the 0.5
+    line, the decision boundary, dashed and darker), the training points
+    coloured by class and the relevance vectors circled.
+
+    Parameters
+    ----------
+    clf : fitted binary classifier
+        Anything with ``predict_proba`` and ``classes_`` that takes two
+        input features, e.g. :class:`~rvm_ppl.RVC`.
+    X : ndarray of shape (N, 2), optional
+        Training inputs; they set the plotted range unless ``xlim`` and
+        ``ylim`` are given.
+    y : ndarray of shape (N,), optional
+        Training labels (values of ``clf.classes_``); with ``X``, the points
+        are drawn coloured by class.
+    relevance : ndarray of int, optional
+        Indices of the relevance vectors in ``X``; circled.
+    levels : sequence of float
+        Probabilities at which contour lines are drawn.
+    grid : int
+        Grid points per axis at which ``predict_proba`` is evaluated.
+    xlim, ylim : (float, float), optional
+        Plotted range; default: the range of ``X`` padded by 5 %.
+    ax : matplotlib Axes, optional
+    contour_kwargs, data_kwargs, relevance_kwargs : dict, optional
+        Passed to ``contour`` and ``scatter``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+
+    Raises
+    ------
+    ValueError
+        If ``X`` does not have two columns, if neither ``X`` nor both
+        ``xlim`` and ``ylim`` are given, or if ``clf`` has more than two
+        classes.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import matplotlib.pyplot as plt
+    >>> from rvm_ppl import RVC
+    >>> from rvm_ppl.datasets import load_ripley
+    >>> X, y, _, _ = load_ripley()
+    >>> clf = RVC(gamma=4.0).fit(X[::5], y[::5])
+    >>> fig, ax = plt.subplots()
+    >>> ax = plot_decision(clf, X[::5], y[::5], relevance=clf.relevance_, grid=50, ax=ax)
+    >>> ax.collections[0].levels.tolist()
+    [0.25, 0.5, 0.75]
+    >>> plt.close(fig)
+    """
+    import matplotlib.pyplot as plt
+
+    classes = np.asarray(clf.classes_)
+    if len(classes) != 2:
+        raise ValueError(
+            f"plot_decision draws P(classes_[1]) of a binary classifier; clf has {len(classes)} "
+            "classes. Fit one binary classifier per class (one-vs-rest) and plot each."
+        )
+    if X is not None:
+        X = np.asarray(X, dtype=float)
+        if X.ndim != 2 or X.shape[1] != 2:
+            raise ValueError(f"plot_decision needs X with two columns (features); got shape {X.shape}.")
+    if X is None and (xlim is None or ylim is None):
+        raise ValueError("plot_decision needs X, or both xlim and ylim, to set the plotted range.")
+
+    def _limits(lim, col):
+        if lim is not None:
+            return lim
+        lo, hi = X[:, col].min(), X[:, col].max()
+        pad = 0.05 * (hi - lo) if hi > lo else 0.5
+        return lo - pad, hi + pad
+
+    xlim, ylim = _limits(xlim, 0), _limits(ylim, 1)
+    gx, gy = np.meshgrid(np.linspace(*xlim, grid), np.linspace(*ylim, grid))
+    P = clf.predict_proba(np.column_stack([gx.ravel(), gy.ravel()]))[:, 1].reshape(gx.shape)
+    levels = np.sort(np.asarray(levels, dtype=float))
+    boundary = np.isclose(levels, 0.5)
+
+    ax = plt.gca() if ax is None else ax
+    contour_kwargs = dict(contour_kwargs or {})
+    contour_kwargs.setdefault("colors", ["k" if b else "0.55" for b in boundary])
+    contour_kwargs.setdefault("linestyles", ["--" if b else "-" for b in boundary])
+    contour_kwargs.setdefault("linewidths", [1.6 if b else 1.0 for b in boundary])
+    cs = ax.contour(gx, gy, P, levels=levels, **contour_kwargs)
+    ax.clabel(cs, fmt="%g", fontsize="small")
+    if X is not None and y is not None:
+        y = np.asarray(y)
+        data_kwargs = dict(data_kwargs or {})
+        data_kwargs.setdefault("s", 12)
+        for k, cls in enumerate(classes):
+            kw = dict(data_kwargs)
+            kw.setdefault("color", f"C{k}")
+            kw.setdefault("marker", "os"[k])
+            kw.setdefault("label", f"class {cls}")
+            ax.scatter(X[y == cls, 0], X[y == cls, 1], **kw)
+    if X is not None:
+        _circle_relevance(ax, X[:, 0], X[:, 1], relevance, relevance_kwargs)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best", fontsize="small")
     return ax
 
 

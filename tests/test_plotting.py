@@ -8,10 +8,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
-from rvm_ppl import RVR  # noqa: E402
+from rvm_ppl import RVC, RVR  # noqa: E402
 from rvm_ppl.compare import alpha_table  # noqa: E402
-from rvm_ppl.datasets import make_sinc  # noqa: E402
-from rvm_ppl.plotting import plot_alpha, plot_predictive  # noqa: E402
+from rvm_ppl.datasets import load_ripley, make_sinc  # noqa: E402
+from rvm_ppl.plotting import plot_alpha, plot_decision, plot_predictive  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -65,3 +65,57 @@ def test_alpha_table_agreement(fits):
     assert row[("vb", "hdi low")] < row[("vb", "median log10 α")] < row[("vb", "hdi high")]
     both = table[("evidence", "relevant")] & table[("vb", "relevant")]
     assert (table.loc[both, ("all", "agree")]).all()
+
+
+@pytest.fixture(scope="module")
+def ripley_fit():
+    X, y, _, _ = load_ripley()
+    idx = np.random.default_rng(0).choice(len(y), 60, replace=False)
+    X, y = X[idx], y[idx]
+    return X, y, RVC(gamma=4.0).fit(X, y, method="evidence")
+
+
+def test_plot_decision_boundary_is_where_p_is_half(ripley_fit):
+    X, y, clf = ripley_fit
+    fig, ax = plt.subplots()
+    out = plot_decision(clf, X, y, relevance=clf.relevance_, ax=ax)
+    assert out is ax
+    cs = next(c for c in ax.collections if isinstance(c, matplotlib.contour.ContourSet))
+    np.testing.assert_allclose(cs.levels, [0.25, 0.5, 0.75])
+    for level, path, style in zip(cs.levels, cs.get_paths(), cs.get_linestyles()):
+        vertices = path.vertices
+        assert len(vertices) > 10
+        p = clf.predict_proba(vertices)[:, 1]
+        assert np.abs(p - level).max() < 0.02
+        # Only the decision boundary is dashed.
+        assert (style[1] is not None) == (level == 0.5)
+    # Each class is drawn in its own colour, and the circled points are X[relevance].
+    classes = [c for c in ax.collections if c.get_label().startswith("class ")]
+    assert [c.get_label() for c in classes] == ["class 0", "class 1"]
+    for c, k in zip(classes, clf.classes_):
+        np.testing.assert_allclose(c.get_offsets(), X[y == k])
+    assert not np.allclose(classes[0].get_facecolor(), classes[1].get_facecolor())
+    np.testing.assert_allclose(ax.collections[-1].get_offsets(), X[clf.relevance_])
+    plt.close(fig)
+
+
+def test_plot_decision_caller_kwargs_win_and_limits(ripley_fit):
+    X, y, clf = ripley_fit
+    fig, ax = plt.subplots()
+    plot_decision(clf, levels=(0.5,), grid=30, xlim=(-1, 0), ylim=(0, 1), ax=ax,
+                  contour_kwargs={"colors": "C4"})
+    cs = ax.collections[0]
+    np.testing.assert_allclose(cs.get_edgecolor()[0], matplotlib.colors.to_rgba("C4"))
+    assert ax.get_xlim() == (-1, 0) and ax.get_ylim() == (0, 1)
+    plt.close(fig)
+
+
+def test_plot_decision_errors(ripley_fit):
+    X, y, clf = ripley_fit
+    with pytest.raises(ValueError, match="two columns"):
+        plot_decision(clf, X[:, :1], y)
+    with pytest.raises(ValueError, match="xlim and ylim"):
+        plot_decision(clf, xlim=(0, 1))
+    three = RVC(gamma=4.0).fit(X, np.where(X[:, 0] > 0, 2, y))
+    with pytest.raises(ValueError, match="3 classes"):
+        plot_decision(three, X, y)
