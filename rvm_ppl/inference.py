@@ -106,7 +106,13 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
     ``options["learn_scales"]`` also learns one Gaussian-kernel scale per
     input (App. C; :func:`rvm_ppl.scales.fit_eta_rvm`).
     """
+    solver = options.get("solver", "fast")
+    if solver not in ("fast", "full"):
+        raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
     if likelihood == "bernoulli":
+        if solver != "fast":
+            raise ValueError("The classifier's evidence method has the fast sequential solver only; "
+                             "use solver='fast'.")
         if options.get("priors") is not None:
             raise ValueError("method='evidence' with a Bernoulli likelihood supports no hyperpriors yet.")
         res = fit_evidence_bernoulli(
@@ -120,9 +126,6 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
         beta=options.get("beta"),
         max_iter=options.get("max_iter", 10_000),
     )
-    solver = options.get("solver", "fast")
-    if solver not in ("fast", "full"):
-        raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
     if options.get("learn_scales"):
         if options.get("fixed_beta"):
             raise ValueError("learn_scales=True re-estimates the noise; it cannot be combined with fit_noise=False.")

@@ -19,8 +19,10 @@ def test_ripley_accuracy_and_sparsity(method):
         clf = RVC(gamma=4.0).fit(X[idx], y[idx], method=method)
         errors.append(1 - clf.score(Xt, yt))
         nrv.append(len(clf.relevance_))
-    # Paper: 9.3 % with 4 vectors on one subset; the 10-subset mean has a
-    # standard error of about 0.3 %.
+    # Paper: 9.3 % with 4 vectors on one subset. Measured here (and by
+    # benchmarks/bench_classification.py): evidence 9.67 %, vb 10.16 %; over
+    # 100 subsets both average 9.69 % (s.e. 0.13 %), SparseBayes's C++ port
+    # 9.64 %, so a 10-subset mean (s.e. about 0.4 %) is bounded at 10.5 %.
     assert np.mean(errors) <= 0.105
     assert np.mean(nrv) <= 6
 
