@@ -33,10 +33,13 @@ def _diagnostics(method, model):
     """Each method's own check of its fit, as text for a table."""
     attrs = model.idata_.attrs
     if method == "nuts":
-        return (f"divergences {attrs['n_divergences']}, max r-hat {attrs['max_rhat']:.3f}, "
+        return (f"divergences {attrs['n_divergences']}, max r-hat {attrs['max_rhat']:.3f} "
+                f"(log alpha {attrs['max_rhat_log_alpha']:.3f}), "
                 f"min bulk ESS (log alpha) {attrs['min_ess_bulk_log_alpha']:.0f}, "
                 f"{attrs['ess_per_s']:.0f} ESS/s")
-    if method in ("vb", "advi"):
+    if method == "advi":  # median over the last window: one iteration's ELBO is noisy
+        return f"final ELBO {attrs['final_elbo']:.1f}"
+    if method == "vb":
         return f"final ELBO {float(model.idata_.fit['elbo'].values[-1]):.1f}"
     return f"log evidence {model.log_evidence_:.1f}"
 
