@@ -27,7 +27,13 @@ Unlike the Gaussian case, the recorded Laplace log evidence
 step: the action is chosen with ``B`` frozen at the old mode, and the mode
 (and with it ``B`` and the Laplace correction) moves after the action. The
 decreases are small and are recorded in ``log_evidence_trace`` as they
-happen, not hidden.
+happen, not hidden. For the same reason the steps can cycle: a kernel is
+added because the frozen-``B`` formulas promise a gain, the evidence at the
+new mode is lower, the kernel is deleted, and so on (seen on Pima with
+narrow kernels). When the evidence has not risen by more than
+``STALL_GAIN`` in ``STALL_ITERATIONS`` steps the fit stops at the best
+model it has seen (``counts["cycling"] = 1``); SparseBayes has no such
+guard and runs to its iteration limit.
 """
 
 from __future__ import annotations
@@ -61,6 +67,10 @@ MAX_POSTMODE_ITS = 25  # Newton iterations per mode search
 GRADIENT_MIN = 1e-6  # stop the Newton iterations when max |g| is below this
 STEP_MIN = 1 / 256  # smallest step tried by the backtracking line search
 LOGIT_TARGET_SHRINK = 0.9  # initial least-squares targets: logit(0.05) and logit(0.95)
+# Stop, at the best model seen, when the Laplace evidence has not risen by
+# more than STALL_GAIN nats in STALL_ITERATIONS steps (add/delete cycles).
+STALL_ITERATIONS = 100
+STALL_GAIN = 1e-6
 
 
 class PosteriorMode(NamedTuple):
@@ -334,6 +344,9 @@ def fit_evidence_bernoulli(
     3. Repeat: choose the best action from ``S, Q``; add (unless the
        candidate nearly duplicates a basis in the model), re-estimate or
        delete; re-find the mode and recompute ``S, Q``.
+    4. Stop when the best action is a re-estimation smaller than ``tol``,
+       or, at the best model seen, when the steps cycle without raising
+       the evidence (module docstring).
 
     References
     ----------
@@ -378,12 +391,21 @@ def fit_evidence_bernoulli(
     trace = [state.logml]
     ill = state.ill
     blocked = {}  # candidate -> basis in the model it duplicates
-    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0}
+    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "cycling": 0}
+    best_seen, since_best = (state.logml, state, list(active), alpha), 0
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
         d = choose_action(state.S, state.Q, active, alpha, blocked=blocked, tol=tol)
         if d.terminate:
+            converged = True
+            break
+        if since_best >= STALL_ITERATIONS:
+            # The steps cycle: each is chosen with B frozen, and at the new mode
+            # the evidence falls back. Stop at the best model seen.
+            _, state, active, alpha = best_seen
+            trace.append(state.logml)
+            counts["cycling"] = 1
             converged = True
             break
         best = d.index
@@ -415,6 +437,10 @@ def fit_evidence_bernoulli(
         state = _Laplace(basis, scale, t, cols, alpha, mu)
         ill |= state.ill
         trace.append(state.logml)
+        if state.logml > best_seen[0] + STALL_GAIN:
+            best_seen, since_best = (state.logml, state, list(active), alpha), 0
+        else:
+            since_best += 1
         if callback is not None:
             callback(it, d.action, best, state.logml)
     else:

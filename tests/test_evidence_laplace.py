@@ -228,6 +228,23 @@ def test_empty_model_predicts_one_half():
     np.testing.assert_array_equal(p, 0.5)
 
 
+def test_cycling_steps_stop_at_the_best_model_seen():
+    # One fold of a width search on Pima where, with B frozen, the Gaussian
+    # formulas keep proposing steps after which the Laplace evidence falls
+    # back (add and delete of the same kernel, for ever without a guard).
+    from sklearn.model_selection import StratifiedKFold
+
+    X, t, _, _ = load_pima()
+    train, _ = list(StratifiedKFold(5, shuffle=True, random_state=0).split(X, t))[3]
+    Z = (X[train] - X[train].mean(axis=0)) / X[train].std(axis=0)
+    Phi = design_matrix(Z, Z, RBF(10 ** -0.25))
+    res = fit_evidence_bernoulli(Phi, t[train].astype(float), max_iter=2000)
+    assert res.converged and res.counts["cycling"] == 1 and res.n_iter < 2000
+    assert res.log_evidence == res.log_evidence_trace[-1] == res.log_evidence_trace.max()
+    assert laplace_log_evidence(Phi, t[train].astype(float), res.alpha) == pytest.approx(
+        res.log_evidence, abs=1e-6)
+
+
 def test_max_iter_warns():
     X, t = _ripley(40, 0)
     with pytest.warns(ConvergenceWarning, match="did not converge"):
