@@ -98,6 +98,7 @@ def worker_nuts(cfg):
             Phi, t / scale, nuts_sampler=cfg["sampler"], random_state=cfg["seed"],
             compile_mode=cfg.get("compile_mode", "NUMBA"),
             blas_threads=cfg.get("blas_threads", 1), cores=cfg.get("cores"),
+            chains=cfg.get("chains", 2),
             **{k: cfg[k] for k in ("target_accept", "tune", "draws", "priors") if k in cfg},
         )
     total = time.perf_counter() - t0
@@ -241,7 +242,7 @@ def part_nuts(args):
                     f"{r['steps']:.0f}", f"{r['rms']:.4f}", f"{r['sigma']:.4f}",
                 ))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print("NUTS, package defaults (marginal form, 2 chains x (1000 tune + 1000 draws), "
+    print("NUTS, package defaults but 2 chains (marginal form, 2 chains x (1000 tune + 1000 draws), "
           "target_accept 0.8, NUMBA backend, 1 BLAS thread):\n")
     _table(["N", "sampler", "seed", "busy", "wall s", "sampling s", "CPU s", "div.",
             "max r-hat", "min ESS log a", "ESS/s", "ESS/s wall", "steps/draw", "RMS", "noise sd"],

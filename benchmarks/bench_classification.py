@@ -19,7 +19,7 @@ pima
     errors with 4 relevance vectors.
 nuts
     NUTS with the package defaults (``RVC(method="nuts")``: the marginal
-    classifier, hyperprior ``a = 3, b = 2``, 2 chains x (1000 tune + 1000
+    classifier, hyperprior ``a = 3, b = 2``, 4 chains x (1000 tune + 1000
     draws)) on the first ``--subsets`` Ripley subsets; then, on the first
     subset, the alternatives it was chosen over.
 advi

@@ -154,7 +154,7 @@ def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_sta
 def _evidence_posterior(res, y, labels, options, random_state, attrs):
     """Posterior and lazy InferenceData of an :class:`~rvm_ppl.evidence.EvidenceResult`."""
     relevant = np.isfinite(res.alpha)
-    draws, chains = options.get("draws", 1000), options.get("chains", 2)
+    draws, chains = options.get("draws", 1000), options.get("chains", 4)
     build = partial(_evidence_idata, res, y, list(labels), chains, draws, random_state, attrs)
     return Posterior(
         support=res.active,
@@ -217,7 +217,7 @@ def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=Non
     beta_mean = res.beta_shape / res.beta_rate if gaussian else None
     # E[1/beta] for Q(beta) = Gamma(c~, d~) is d~ / (c~ - 1).
     noise_var = res.beta_rate / (res.beta_shape - 1) if gaussian else None
-    draws, chains = options.get("draws", 1000), options.get("chains", 2)
+    draws, chains = options.get("draws", 1000), options.get("chains", 4)
     build = partial(_vb_idata, res, y, list(labels), gamma, chains, draws, random_state, attrs)
     return Posterior(
         support=support,
@@ -324,7 +324,7 @@ def fit_nuts(basis, y, *, labels, likelihood="gaussian", options, random_state=N
 
     return _fit_sampled(
         sampling.fit_nuts, "sample_kwargs", basis, y, labels, likelihood, options, random_state,
-        attrs, tune=options.get("tune", 1000), chains=options.get("chains", 2),
+        attrs, tune=options.get("tune", 1000), chains=options.get("chains", 4),
     )
 
 

@@ -16,12 +16,12 @@ afterwards from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``;
 with the classifier's hyperprior :data:`rvm_ppl.model.BERNOULLI_PRIORS`
 (see :mod:`rvm_ppl.model` for why the classifier needs a proper one). On
 Ripley's data (100 points, RBF gamma = 4; ``benchmarks/bench_classification.py
---part nuts``) NUTS gave 0 divergences on 10 of 10 subsets, r-hat <= 1.005
-for every ``log alpha`` and <= 1.010 for every weight in 8 of 10 (1.011 and
-1.015, with bulk ESS above 1100, in the others); on the first subset the
-non-centred form also gave 0 divergences but r-hat 1.013. Mean-field ADVI
-reached a higher ELBO in the marginal form than with centred or non-centred
-weights on each of 3 subsets (-72.9 against -78.3 and -76.1 on the first).
+--part nuts``) NUTS gave 0 divergences on 10 of 10 subsets, r-hat <= 1.004
+for every ``log alpha`` and <= 1.008 for every weight (4 chains; with 2,
+one weight's r-hat of 202 exceeded 1.01 in 2 of the 10 runs, at bulk ESS
+above 1100). Mean-field ADVI reached a higher ELBO in the marginal form
+than with centred or non-centred weights on each of 3 subsets (-72.9
+against -78.3 and -76.1 on the first).
 
 Defaults and why
 ----------------
@@ -343,7 +343,7 @@ def fit_nuts(
     beta=None,
     draws=1000,
     tune=1000,
-    chains=2,
+    chains=4,
     cores=None,
     target_accept=TARGET_ACCEPT,
     nuts_sampler="pymc",
@@ -374,6 +374,8 @@ def fit_nuts(
     alpha, beta : array-like or float, optional
         Hold ``alpha`` or ``beta`` fixed (as in :func:`build_model`).
     draws, tune, chains : int
+        Four chains by default, as r-hat <= 1.01 presumes (Vehtari et al.
+        2021).
     cores : int, optional
         Chains run in parallel (processes for PyMC, threads for nutpie);
         default ``min(chains, available CPUs)``.
