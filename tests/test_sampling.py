@@ -223,7 +223,7 @@ def test_nutpie_backend_runs(tiny):
     _, y, _, Phi, basis = tiny
     with pytest.warns(SamplingWarning):
         idata = fit_nuts(Phi, y, basis=basis, nuts_sampler="nutpie", draws=100, tune=100,
-                         random_state=0)
+                         chains=2, random_state=0)
     assert idata.posterior["w"].shape == (2, 100, len(basis))
     assert idata.attrs["nuts_sampler"] == "nutpie"
 
