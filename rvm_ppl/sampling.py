@@ -129,11 +129,27 @@ class SamplingWarning(UserWarning):
     """NUTS diagnostics (divergences, r-hat, ESS) suggest an unreliable posterior."""
 
 
-def _default_parameterization(likelihood, parameterization, alpha):
-    """``"marginal"``, except for a classifier with ``alpha`` fixed: ``"centered"``."""
-    if parameterization is not None:
-        return parameterization
-    return "marginal" if likelihood == "gaussian" or alpha is None else "centered"
+def _prepare(Phi, y, basis, likelihood, priors, parameterization, alpha, beta):
+    """Arrays, basis labels, the parameterisation and the PyMC model of a fit.
+
+    The default parameterisation is ``"marginal"``, except for a classifier
+    with ``alpha`` fixed: ``"centered"``.
+    """
+    if parameterization is None:
+        parameterization = "marginal" if likelihood == "gaussian" or alpha is None else "centered"
+    Phi = np.asarray(Phi, dtype=float)
+    y = np.asarray(y, dtype=float)
+    basis = list(basis) if basis is not None else [f"phi_{m}" for m in range(Phi.shape[1])]
+    model = build_model(
+        Phi, y, likelihood=likelihood, basis=basis, priors=priors,
+        parameterization=parameterization, alpha=alpha, beta=beta,
+    )
+    if not model.free_RVs:
+        raise ValueError(
+            "Nothing to fit: alpha and beta are both fixed in the marginal form; "
+            "use rvm_ppl.evidence.posterior_given for the exact posterior of w."
+        )
+    return Phi, y, basis, parameterization, model
 
 
 def _check_sampler(nuts_sampler):
@@ -416,20 +432,9 @@ def fit_nuts(
     import pymc as pm
 
     _check_sampler(nuts_sampler)
-    parameterization = _default_parameterization(likelihood, parameterization, alpha)
-    Phi = np.asarray(Phi, dtype=float)
-    y = np.asarray(y, dtype=float)
-    M = Phi.shape[1]
-    basis = list(basis) if basis is not None else [f"phi_{m}" for m in range(M)]
-    model = build_model(
-        Phi, y, likelihood=likelihood, basis=basis, priors=priors,
-        parameterization=parameterization, alpha=alpha, beta=beta,
+    Phi, y, basis, parameterization, model = _prepare(
+        Phi, y, basis, likelihood, priors, parameterization, alpha, beta
     )
-    if not model.free_RVs:
-        raise ValueError(
-            "Nothing to sample: alpha and beta are both fixed in the marginal form; "
-            "use rvm_ppl.evidence.posterior_given for the exact posterior of w."
-        )
     rng, seed = _seeds(random_state)
     if cores is None:
         # PyMC assumes half the CPUs are hyper-threads; count them all.
@@ -621,17 +626,10 @@ def fit_advi(
 
     if method not in ADVI_METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {list(ADVI_METHODS)}.")
-    parameterization = _default_parameterization(likelihood, parameterization, alpha)
-    Phi = np.asarray(Phi, dtype=float)
-    y = np.asarray(y, dtype=float)
-    N, M = Phi.shape
-    basis = list(basis) if basis is not None else [f"phi_{m}" for m in range(M)]
-    model = build_model(
-        Phi, y, likelihood=likelihood, basis=basis, priors=priors,
-        parameterization=parameterization, alpha=alpha, beta=beta,
+    Phi, y, basis, parameterization, model = _prepare(
+        Phi, y, basis, likelihood, priors, parameterization, alpha, beta
     )
-    if not model.free_RVs:
-        raise ValueError("Nothing to fit: alpha and beta are both fixed in the marginal form.")
+    N = Phi.shape[0]
     rng, seed = _seeds(random_state)
     stop = _MedianLossConvergence(window, tol * N, patience)
     kwargs = dict(
