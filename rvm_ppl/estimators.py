@@ -127,7 +127,6 @@ class _RVMBase(BaseEstimator):
             "tune": self.tune,
             "chains": self.chains,
             "priors": self.priors,
-            "start": 0 if self.fit_intercept else None,
             "blas_threads": self.blas_threads,
             "sample_kwargs": self.sample_kwargs,
             **(self.sample_kwargs or {}),
@@ -432,6 +431,8 @@ class RVR(RegressorMixin, _RVMBase):
         )
         options = {
             **self._options(),
+            # Start from the bias; without one, from the best-aligned column.
+            "start": 0 if self.fit_intercept else None,
             "solver": self.solver,
             "fixed_beta": not self.fit_noise,
             "beta": None if self.noise_std is None else 1.0 / self.noise_std**2,
@@ -636,12 +637,11 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         targets = [codes == 1] if len(self.classes_) == 2 else [codes == k for k in range(len(self.classes_))]
         attrs = {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
         self.posteriors_ = [
+            # No "start": the evidence fit starts, as SparseBayes does for the
+            # Bernoulli likelihood, from the basis best aligned with 2 t - 1
+            # (notes/sparse_bayes_algorithm.md §2.8).
             _fit(basis, t.astype(float), method=method, labels=labels, likelihood="bernoulli",
-                 # SparseBayes's start for the Bernoulli likelihood: the basis
-                 # function best aligned with 2 t - 1, whether or not the bias
-                 # (notes/sparse_bayes_algorithm.md §2.8)
-                 options={**self._options(), "start": None},
-                 random_state=self.random_state, attrs=attrs)
+                 options=self._options(), random_state=self.random_state, attrs=attrs)
             for t in targets
         ]
         self.method_ = method

@@ -828,7 +828,7 @@ def fit_evidence_regression(
     if not isinstance(basis, DenseBasis) and isinstance(basis, np.ndarray):
         basis = DenseBasis(basis)
     t = np.asarray(t, dtype=float)
-    N, M = basis.n_samples, basis.n_basis
+    M = basis.n_basis
     norms2, proj = basis.norms2_and_project(t)
     scale = np.sqrt(norms2)
     scale[scale == 0] = 1.0
