@@ -1,4 +1,4 @@
-"""Run one benchmark configuration in a fresh Python process.
+"""What the benchmark scripts share: a fresh process per configuration, and tables.
 
 A process of its own gives each configuration its own peak memory (max RSS,
 imports included) and lets thread settings made through the environment
@@ -38,3 +38,12 @@ def run_worker(script, args, *, one_thread, timeout):
     if out.returncode or not lines:
         return None, (out.stderr.strip().splitlines() or ["failed"])[-1][:80]
     return json.loads(lines[-1]), None
+
+
+def print_table(header, rows):
+    """Print a markdown table, then a blank line."""
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for r in rows:
+        print("| " + " | ".join(str(c) for c in r) + " |", flush=True)
+    print()

@@ -34,6 +34,7 @@ import sys
 import time
 
 import numpy as np
+from _common import print_table
 
 
 def _data(n, seed):
@@ -210,14 +211,6 @@ def run(kind, cfg, env=None):
     return res
 
 
-def _table(header, rows):
-    print("| " + " | ".join(header) + " |")
-    print("|" + "|".join("---" for _ in header) + "|")
-    for r in rows:
-        print("| " + " | ".join(str(c) for c in r) + " |")
-    print()
-
-
 def _samplers():
     return [s for s in ("pymc", "nutpie") if s == "pymc" or importlib.util.find_spec(s)]
 
@@ -244,7 +237,7 @@ def part_nuts(args):
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
     print("NUTS, package defaults but 2 chains (marginal form, 2 chains x (1000 tune + 1000 draws), "
           "target_accept 0.8, NUMBA backend, 1 BLAS thread):\n")
-    _table(["N", "sampler", "seed", "busy", "wall s", "sampling s", "CPU s", "div.",
+    print_table(["N", "sampler", "seed", "busy", "wall s", "sampling s", "CPU s", "div.",
             "max r-hat", "min ESS log a", "ESS/s", "ESS/s wall", "steps/draw", "RMS", "noise sd"],
            rows)
 
@@ -269,7 +262,7 @@ def part_advi(args):
     print("ADVI (Adam 0.01, stop when the median loss over 1000 iterations moves by less "
           "than 0.01 nats per observation twice in a row, at most 50000 iterations; "
           "1000 draws):\n")
-    _table(["N", "method", "form", "seed", "busy", "wall s", "iterations", "converged",
+    print_table(["N", "method", "form", "seed", "busy", "wall s", "iterations", "converged",
             "final ELBO", "noise sd", "RMS"], rows)
 
 
@@ -283,7 +276,7 @@ def part_setup(args):
                          f"{r['eval_cpu_ms']:.3f}", f"{r['compile_s']:.1f}"))
             print(f"# {rows[-1]}", file=sys.stderr, flush=True)
     print("One logp + gradient evaluation of the marginal model (warm compile cache):\n")
-    _table(["N", "form", "backend", "busy", "ms / eval", "CPU ms / eval", "compile s"], rows)
+    print_table(["N", "form", "backend", "busy", "ms / eval", "CPU ms / eval", "compile s"], rows)
 
     rows = []
     settings = [
@@ -314,7 +307,7 @@ def part_setup(args):
                              f"{r['ess_s']:.0f}"))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
     print(f"NUTS on N = {n} by thread setting, backend and cores (seed 0):\n")
-    _table(["setting", "backend", "cores", "busy", "wall s", "sampling s", "CPU s", "div.",
+    print_table(["setting", "backend", "cores", "busy", "wall s", "sampling s", "CPU s", "div.",
             "ESS/s"], rows)
 
 

@@ -43,7 +43,7 @@ import time
 import warnings
 
 import numpy as np
-from _proc import run_worker
+from _common import print_table, run_worker
 
 PEERS = {"fastrvm": "fastrvm", "sklearn-rvm": "sklearn_rvm"}
 
@@ -98,14 +98,6 @@ def _peers():
     return names
 
 
-def _table(header, rows):
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(str(c) for c in r) + " |", flush=True)
-    print()
-
-
 def part_ripley(args):
     subsets, Xt, yt = _ripley_subsets(args.subsets)
     rows = []
@@ -121,7 +113,7 @@ def part_ripley(args):
                      f"{np.mean(nrv):.1f}", f"{max(nrv)}", f"{np.mean(sec):.3f}"))
     print(f"## Ripley: {args.subsets} random subsets of 100 training points, RBF r = 0.5, "
           "1000 test points (paper: 9.3% with 4 relevance vectors)\n")
-    _table(["classifier", "mean test error % (± s.e.)", "range %", "log loss",
+    print_table(["classifier", "mean test error % (± s.e.)", "range %", "log loss",
             "relevance vectors", "max", "fit s"], rows)
 
 
@@ -141,7 +133,7 @@ def part_pima(args):
         rows.append(cells)
     print("## Pima: 200 training, 332 test cases, standardised inputs "
           "(paper: 65 errors with 4 relevance vectors)\n")
-    _table(["gamma", *[f"{n}: errors / RVs / log loss" for n in ["evidence", "vb", *_peers()]]],
+    print_table(["gamma", *[f"{n}: errors / RVs / log loss" for n in ["evidence", "vb", *_peers()]]],
            rows)
 
 
@@ -168,7 +160,7 @@ def part_nuts(args):
     rows = [_nuts_row(f"subset {k}", X, y, Xt, yt) for k, (X, y) in enumerate(subsets)]
     print(f"## NUTS, package defaults, on {args.subsets} Ripley subsets of 100 points "
           "(bias + 100 kernels)\n")
-    _table(NUTS_HEADER, rows)
+    print_table(NUTS_HEADER, rows)
     X, y = subsets[0]
     alternatives = [
         ("non-centred weights, a = 3, b = 2", dict(sample_kwargs={"parameterization": "noncentered"})),
@@ -180,7 +172,7 @@ def part_nuts(args):
     ]
     rows = [_nuts_row(label, X, y, Xt, yt, **kw) for label, kw in alternatives]
     print("## NUTS on subset 0: the alternatives to the defaults\n")
-    _table(NUTS_HEADER, rows)
+    print_table(NUTS_HEADER, rows)
 
 
 def part_advi(args):
@@ -205,7 +197,7 @@ def part_advi(args):
                          "yes" if a["converged"] else "no", f"{a['final_elbo']:.1f}",
                          f"{100 * e:.1f}", f"{l:.3f}"))
     print("## Mean-field ADVI on Ripley subsets (a = 3, b = 2; Adam 0.01)\n")
-    _table(["subset", "form", "wall s", "iterations", "converged", "final ELBO",
+    print_table(["subset", "form", "wall s", "iterations", "converged", "final ELBO",
             "test error %", "log loss"], rows)
 
 
@@ -238,7 +230,7 @@ def part_scale(args):
                 rows.append((n, name, f"{res['seconds']:.2f}", f"{res['peak_mb']:.0f}",
                              f"{100 * res['error']:.2f}", f"{res['log_loss']:.3f}", res["nrv"]))
             print(f"# {rows[-1]}", flush=True)
-    _table(["N", "classifier", "fit s", "peak RSS MB", "test error %", "log loss",
+    print_table(["N", "classifier", "fit s", "peak RSS MB", "test error %", "log loss",
             "relevance vectors"], rows)
 
 

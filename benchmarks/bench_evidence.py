@@ -23,7 +23,7 @@ import os
 import time
 
 import numpy as np
-from _proc import run_worker
+from _common import run_worker
 
 
 def _sinc_rows(reps):
