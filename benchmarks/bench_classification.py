@@ -12,7 +12,10 @@ ripley
     ``tests/test_rvc.py``: ``default_rng(0).choice(250, 100)`` repeatedly.
     Paper: 9.3% test error with 4 relevance vectors (one subset). The
     installed peers (``fastrvm``, a C++ port of SparseBayes, and
-    ``sklearn-rvm``'s EM classifier) run on the same subsets.
+    ``sklearn-rvm``'s EM classifier) run on the same subsets. With many
+    subsets (``--subsets 1000``) the column "10-subset means" counts the
+    disjoint groups of 10 consecutive subsets whose mean error is at most
+    9.5%: how often a 10-subset experiment would report that figure.
 pima
     Ripley's Pima split (200 training, 332 test cases), inputs standardised
     with the training statistics, over a grid of kernel widths. Paper: 65
@@ -46,6 +49,7 @@ import numpy as np
 from _common import print_table, run_worker
 
 PEERS = {"fastrvm": "fastrvm", "sklearn-rvm": "sklearn_rvm"}
+RIPLEY_TARGET = 0.095  # the mean test error asked of 10 subsets
 
 
 def _ripley_subsets(k):
@@ -98,6 +102,19 @@ def _peers():
     return names
 
 
+def _groups_meeting(err, size=10):
+    """How many disjoint runs of ``size`` consecutive subsets have a mean error meeting the target.
+
+    With ``size`` subsets the mean error is itself a random variable; over many
+    subsets this estimates how often a ``size``-subset experiment would report
+    a mean at or below ``RIPLEY_TARGET``.
+    """
+    groups = err[: len(err) // size * size].reshape(-1, size).mean(axis=1)
+    if len(groups) < 2:
+        return "-"
+    return f"{np.sum(groups <= RIPLEY_TARGET + 1e-12)} of {len(groups)}"
+
+
 def part_ripley(args):
     subsets, Xt, yt = _ripley_subsets(args.subsets)
     rows = []
@@ -109,12 +126,13 @@ def part_ripley(args):
             err.append(e), ll.append(l), nrv.append(k), sec.append(s)
         err = np.array(err)
         rows.append((name, f"{100 * err.mean():.2f} ± {100 * err.std(ddof=1) / np.sqrt(len(err)):.2f}",
-                     f"{100 * err.min():.1f}-{100 * err.max():.1f}", f"{np.mean(ll):.3f}",
-                     f"{np.mean(nrv):.1f}", f"{max(nrv)}", f"{np.mean(sec):.3f}"))
+                     f"{100 * err.min():.1f}-{100 * err.max():.1f}", _groups_meeting(err),
+                     f"{np.mean(ll):.3f}", f"{np.mean(nrv):.1f}", f"{max(nrv)}", f"{np.mean(sec):.3f}"))
     print(f"## Ripley: {args.subsets} random subsets of 100 training points, RBF r = 0.5, "
           "1000 test points (paper: 9.3% with 4 relevance vectors)\n")
-    print_table(["classifier", "mean test error % (± s.e.)", "range %", "log loss",
-            "relevance vectors", "max", "fit s"], rows)
+    print_table(["classifier", "mean test error % (± s.e.)", "range %",
+                 f"10-subset means ≤ {100 * RIPLEY_TARGET}%", "log loss",
+                 "relevance vectors", "max", "fit s"], rows)
 
 
 def part_pima(args):
