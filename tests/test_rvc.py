@@ -74,16 +74,21 @@ def test_decision_function_ranks_like_predict_proba():
     np.testing.assert_array_equal(clf.predict(Xt[:200]), clf.classes_[(d > 0).astype(int)])
 
 
-def test_three_classes_one_vs_rest():
+@pytest.mark.parametrize("method", ["evidence", "vb",
+                                    pytest.param("advi", marks=pytest.mark.slow),
+                                    pytest.param("nuts", marks=pytest.mark.slow)])
+def test_three_classes_one_vs_rest(method):
+    """One-vs-rest with normalised probabilities; advi and nuts at package defaults."""
     rng = np.random.default_rng(2)
     centres = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])
     labels = np.array(["a", "b", "c"])
     k = rng.integers(0, 3, 300)
     X = centres[k] + rng.normal(scale=0.8, size=(300, 2))
-    clf = RVC(gamma=0.5).fit(X[:150], labels[k[:150]])
+    clf = RVC(gamma=0.5, random_state=0).fit(X[:150], labels[k[:150]], method=method)
     P = clf.predict_proba(X[150:])
     assert list(clf.classes_) == ["a", "b", "c"]
     np.testing.assert_allclose(P.sum(axis=1), 1.0)
+    np.testing.assert_array_equal(clf.predict(X[150:]), clf.classes_[P.argmax(axis=1)])
     assert clf.score(X[150:], labels[k[150:]]) > 0.85
     assert clf.decision_function(X[150:]).shape == (150, 3)
     post = clf.idata_.posterior
