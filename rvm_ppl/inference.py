@@ -345,12 +345,11 @@ _SCALE_POWERS = {
     "w": 1, "mean": 1, "y": 1, "cov": 2,
     "alpha": -2, "beta": -2, "alpha_rate": 2, "beta_rate": 2,
     "s": -2, "q": -1,
+    "q_mean_w": 1, "q_sd_w": 1,  # ADVI's variational parameters of centred weights
 }
 _LOG_DENSITIES = ("log_evidence", "elbo", "final_elbo")  # shift by -N log s
-# ADVI's variational parameters: log-scale means shift by power * log s,
-# weight means and sds scale by s.
+# ADVI's variational means of log alpha and log beta: shift by power * log s.
 _LOG_SHIFTS = {"q_mean_log_alpha": -2, "q_mean_log_beta": -2}
-_SCALE_POWERS.update({"q_mean_w": 1, "q_sd_w": 1, "q_mean_w_raw": 0, "q_sd_w_raw": 0})
 
 
 def _rescale_posterior(post, scale, n_obs):
@@ -400,6 +399,8 @@ def _rescaled_idata(factory, scale, n_obs):
         for name in list(ds.data_vars):
             if name in _SCALE_POWERS:
                 ds[name] = ds[name] * scale ** _SCALE_POWERS[name]
+            elif name in _LOG_SHIFTS:
+                ds[name] = ds[name] + _LOG_SHIFTS[name] * np.log(scale)
             elif name in _LOG_DENSITIES:
                 ds[name] = ds[name] - n_obs * np.log(scale)
     for key in _LOG_DENSITIES:

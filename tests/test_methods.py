@@ -104,3 +104,24 @@ def test_plain_arviz_calls_work_on_every_result(fits):
         az.plot_forest(idata, var_names=["alpha"], coords={"basis": ["bias", "x_3"]})
         az.plot_trace(idata, var_names=["beta"])
         plt.close("all")
+
+
+@pytest.mark.parametrize("parameterization", ["marginal", "centered"])
+def test_advi_variational_parameters_are_in_the_units_of_y(data, parameterization):
+    """A fit to ``f y`` is the fit to ``y`` re-expressed: alpha ~ f^-2, w ~ f."""
+    X, y = data
+    f = 1e3
+    kw = dict(gamma=1 / 9, random_state=0, draws=50,
+              sample_kwargs={"parameterization": parameterization})
+    a = RVR(**kw).fit(X, y, method="advi").idata_
+    b = RVR(**kw).fit(X, f * y, method="advi").idata_
+    np.testing.assert_allclose(b.posterior["alpha"], a.posterior["alpha"] / f**2, rtol=1e-8)
+    shifts = {"q_mean_log_alpha": -2 * np.log(f), "q_mean_log_beta": -2 * np.log(f)}
+    factors = {"q_mean_w": f, "q_sd_w": f}
+    q = [k for k in a.fit.data_vars if k.startswith("q_")]
+    assert {"q_mean_log_alpha", "q_mean_log_beta"} <= set(q)
+    if parameterization == "centered":
+        assert {"q_mean_w", "q_sd_w"} <= set(q)
+    for k in q:
+        expect = a.fit[k].values * factors.get(k, 1.0) + shifts.get(k, 0.0)
+        np.testing.assert_allclose(b.fit[k].values, expect, rtol=1e-8, atol=1e-8, err_msg=k)
