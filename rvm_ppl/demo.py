@@ -117,6 +117,7 @@ def main(argv=None):
     import matplotlib.pyplot as plt
     import numpy as np
     from matplotlib.lines import Line2D
+    from sklearn.metrics import log_loss
 
     from rvm_ppl import RVC, RVR
     from rvm_ppl.compare import alpha_table
@@ -168,12 +169,10 @@ def main(argv=None):
     rows = []
     fig, axes = plt.subplots(2, 2, figsize=(11, 9), sharex=True, sharey=True)
     for ax, (method, clf) in zip(axes.ravel(), classifiers.items()):
-        P = clf.predict_proba(Xrt)
-        error = float(np.mean(clf.classes_[np.argmax(P, axis=1)] != yrt))
-        # Mean negative log predictive probability of the true class (log loss).
-        p_true = np.clip(P[np.arange(len(yrt)), np.searchsorted(clf.classes_, yrt)], 1e-12, 1 - 1e-12)
-        log_loss = float(-np.mean(np.log(p_true)))
-        rows.append(_row(method, clf, seconds[method], [f"{100 * error:.1f}%", f"{log_loss:.4f}"]))
+        error = 1.0 - clf.score(Xrt, yrt)
+        # Mean negative log predictive probability of the true class.
+        loss = log_loss(yrt, clf.predict_proba(Xrt), labels=clf.classes_)
+        rows.append(_row(method, clf, seconds[method], [f"{100 * error:.1f}%", f"{loss:.4f}"]))
         plot_decision(clf, Xr, yr, relevance=clf.relevance_, ax=ax,
                       relevance_kwargs={"label": "relevance vectors"})
         ax.get_legend().remove()  # one legend for all panels, below them
