@@ -10,6 +10,7 @@ from __future__ import annotations
 from importlib.resources import files
 
 import numpy as np
+from scipy.special import expit
 
 __all__ = [
     "sinc", "make_sinc", "make_friedman1", "make_ripley", "ripley_proba", "load_ripley",
@@ -126,7 +127,7 @@ def ripley_proba(X):
     # log of each class's mixture density, up to the same constant
     d2 = ((X[:, None, None, :] - _RIPLEY_MEANS[None]) ** 2).sum(axis=-1)
     log_dens = np.logaddexp(*np.moveaxis(-0.5 * d2 / _RIPLEY_VAR, -1, 0))
-    return 1.0 / (1.0 + np.exp(log_dens[:, 0] - log_dens[:, 1]))
+    return expit(log_dens[:, 1] - log_dens[:, 0])
 
 
 def _load(name, skiprows=0):

@@ -300,8 +300,8 @@ def fit_evidence_bernoulli(
         Targets in {0, 1}.
     start : int, optional
         Index of the basis function to start from. Default: the one with
-        the largest normalised projection on ``2 t - 1`` (SparseBayes);
-        estimators start from the bias.
+        the largest normalised projection on ``2 t - 1`` (SparseBayes),
+        which is where :class:`~rvm_ppl.RVC` starts.
     max_iter : int
         Iteration cap; reaching it emits a ``ConvergenceWarning``.
     tol : float
