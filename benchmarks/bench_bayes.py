@@ -235,7 +235,7 @@ def part_nuts(args):
                     f"{r['steps']:.0f}", f"{r['rms']:.4f}", f"{r['sigma']:.4f}",
                 ))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print("NUTS, package defaults but 2 chains (marginal form, 2 chains x (1000 tune + 1000 draws), "
+    print("NUTS, package defaults except for 2 chains (marginal form, 2 x (1000 tune + 1000 draws), "
           "target_accept 0.8, NUMBA backend, 1 BLAS thread):\n")
     print_table(["N", "sampler", "seed", "busy", "wall s", "sampling s", "CPU s", "div.",
             "max r-hat", "min ESS log a", "ESS/s", "ESS/s wall", "steps/draw", "RMS", "noise sd"],
