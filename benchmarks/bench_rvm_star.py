@@ -133,7 +133,7 @@ def rvm_and_star(m, Xte, yte):
 
 def dense_check(m, Xte, mean_s, std_s):
     """Largest relative difference from the O(N^3) augmented GP of eq. (9)."""
-    post, Xf = m.posterior_, m.X_fit_
+    post, Xf = m.result_, m.X_fit_
     mean_d, var_d = augmented_predict_dense(
         m._design(Xf, post.support), m.y_fit_, post.alpha[post.support], post.beta,
         m.kernel_(Xf, Xte), m.kernel_.diag(Xte), m._design(Xte, post.support),
@@ -276,7 +276,7 @@ def figure(path, seed=0):
     far = np.abs(x) > 12
     print(f"figure: {path}; mean std for |x| > 12: RVM {std[far].mean():.3f}, "
           f"RVM* {std_s[far].mean():.3f}, GP {std_g[far].mean():.3f}; noise std "
-          f"{np.sqrt(m.posterior_.noise_var):.3f}, sqrt(1/alpha*) {np.std(y):.3f}")
+          f"{np.sqrt(m.result_.noise_var):.3f}, sqrt(1/alpha*) {np.std(y):.3f}")
 
 
 def main():

@@ -4,7 +4,9 @@
 (type-II maximum likelihood by the fast sequential algorithm), ``"vb"``
 (Bishop & Tipping's variational RVM), ``"advi"`` and ``"nuts"`` (on the
 PyMC model of :func:`build_model`). Every method returns the same
-``arviz.InferenceData`` layout in ``idata_``.
+``arviz.InferenceData`` layout in ``idata_``; :func:`fit_nuts` and
+:func:`fit_advi` give the same layout for a PyMC model built (and possibly
+changed) by hand.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -12,6 +14,7 @@ from importlib.metadata import PackageNotFoundError, version
 from .estimators import RVC, RVR
 from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
 from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
+from .sampling import fit_advi, fit_nuts
 
 try:
     __version__ = version("rvm_ppl")
@@ -28,6 +31,8 @@ __all__ = [
     "FunctionKernel",
     "design_matrix",
     "build_model",
+    "fit_nuts",
+    "fit_advi",
     "BERNOULLI_PRIORS",
     "DEFAULT_PRIORS",
     "__version__",

@@ -2,22 +2,29 @@
 
 The file is the estimator's InferenceData with one more group,
 ``estimator_state``, holding what prediction needs (training inputs, each
-posterior's support, moments, hyperparameters and, for the sampling
-methods, the weight draws) and, in its attributes, the estimator class and
-its constructor parameters as JSON. Loading rebuilds the estimator from
-those parameters and restores the state, so predictions are identical.
+fit's support, moments, hyperparameters and, for the sampling methods, the
+weight draws). Its attributes record the file format
+(:data:`FORMAT_VERSION`), the package version, the estimator class, its
+constructor parameters as JSON and ``model_id``, a hash of all three and of
+the method: a file of another format or estimator is refused with a clear
+error instead of being half-read. Loading rebuilds the estimator from the
+parameters and restores the state, so predictions are identical.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 
 import numpy as np
 
 from . import kernels as _kernels
-from .inference import Posterior
+from ._idata import package_version
+from .inference import FitResult
 
 STATE_GROUP = "estimator_state"
+FORMAT_VERSION = 2
+_RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
 
 
 def _encode_param(value):
@@ -46,38 +53,57 @@ def _decode_param(value):
     return value
 
 
+def model_id(estimator_name, params_json, method):
+    """A short hash that identifies the model a file holds (format, estimator, parameters, method)."""
+    text = json.dumps([FORMAT_VERSION, estimator_name, params_json, method])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _results(est):
+    return est.results_ if hasattr(est, "results_") else [est.result_]
+
+
 def _with_state(est):
     """The estimator's InferenceData plus the ``estimator_state`` group."""
     import xarray as xr
 
     idata = est.idata_.copy()
-    posts = est.posteriors_ if hasattr(est, "posteriors_") else [est.posterior_]
+    params = json.dumps({k: _encode_param(v) for k, v in est.get_params(deep=False).items()})
     data = {"X_fit": (("obs_fit", "feature"), est.X_fit_)}
     if hasattr(est, "y_fit_"):
         data["y_fit"] = (("obs_fit",), est.y_fit_)
+    if hasattr(est, "y_codes_"):
+        data["y_codes"] = (("obs_fit",), est.y_codes_)
     if hasattr(est, "eta_"):
         data["eta"] = (("feature",), est.eta_)
+    results = _results(est)
     attrs = {
+        "format_version": FORMAT_VERSION,
+        "rvm_ppl_version": package_version(),
         "estimator": type(est).__name__,
-        "params": json.dumps({k: _encode_param(v) for k, v in est.get_params(deep=False).items()}),
+        "params": params,
         "method": est.method_,
-        "n_posteriors": len(posts),
+        "model_id": model_id(type(est).__name__, params, est.method_),
+        "n_extra": int(est.n_extra_),
+        "n_results": len(results),
     }
     if hasattr(est, "classes_"):
         attrs["classes"] = json.dumps(np.asarray(est.classes_).tolist())
-    for k, p in enumerate(posts):
-        data[f"support_{k}"] = ((f"s{k}",), np.asarray(p.support, dtype=np.int64))
-        data[f"mean_{k}"] = ((f"s{k}",), p.mean)
-        data[f"cov_{k}"] = ((f"s{k}", f"s{k}_col"), p.cov)
-        data[f"alpha_{k}"] = (("basis_all",), p.alpha)
-        data[f"relevant_{k}"] = (("basis_all",), p.relevant.astype(np.int8))
-        if p.w_draws is not None:
-            data[f"w_draws_{k}"] = ((f"sample{k}", f"s{k}"), p.w_draws)
-        attrs[f"noise_var_{k}"] = np.nan if p.noise_var is None else float(p.noise_var)
-        attrs[f"beta_{k}"] = np.nan if p.beta is None else float(p.beta)
-        for key in ("log_evidence", "elbo", "n_iter"):
-            if p.info.get(key) is not None:
-                attrs[f"{key}_{k}"] = float(p.info[key])
+    for k, r in enumerate(results):
+        s, m = f"s{k}", f"m{k}"
+        dims = {"support": (s,), "mean": (s,), "cov": (s, f"{s}_col"), "alpha": (m,),
+                "gamma": (m,), "relevant": (m,)}
+        for name in _RESULT_ARRAYS:
+            value = getattr(r, name)
+            data[f"{name}_{k}"] = (dims[name], value.astype(np.int8) if name == "relevant" else value)
+        if r.w_draws is not None:
+            data[f"w_draws_{k}"] = ((f"sample{k}", s), r.w_draws)
+        attrs[f"result_{k}"] = json.dumps({
+            "method": r.method, "likelihood": r.likelihood, "basis": list(r.basis),
+            "beta": r.beta, "noise_var": r.noise_var,
+            "stats": {key: (v.item() if isinstance(v, np.generic) else v)
+                      for key, v in r.stats.items()},
+        })
     idata.add_groups({STATE_GROUP: xr.Dataset(data, attrs=attrs)})
     return idata
 
@@ -85,6 +111,20 @@ def _with_state(est):
 def save(est, path):
     """Write a fitted estimator to ``path`` (netCDF)."""
     _with_state(est).to_netcdf(str(path))
+
+
+def _restore_result(state, k):
+    meta = json.loads(state.attrs[f"result_{k}"])
+    arrays = {name: np.asarray(state[f"{name}_{k}"].values) for name in _RESULT_ARRAYS}
+    arrays["support"] = arrays["support"].astype(int)
+    arrays["relevant"] = arrays["relevant"].astype(bool)
+    draws = None
+    if f"w_draws_{k}" in state:
+        w = np.asarray(state[f"w_draws_{k}"].values)
+        draws = {"w": w[None]}
+    return FitResult(method=meta["method"], likelihood=meta["likelihood"],
+                     basis=tuple(meta["basis"]), beta=meta["beta"], noise_var=meta["noise_var"],
+                     stats=meta["stats"], draws=draws, **arrays)
 
 
 def load(cls, path):
@@ -95,43 +135,34 @@ def load(cls, path):
     if STATE_GROUP not in idata.groups():
         raise ValueError(f"{path} holds no saved rvm_ppl estimator (no {STATE_GROUP!r} group).")
     state = idata[STATE_GROUP]
+    version = state.attrs.get("format_version")
+    if version != FORMAT_VERSION:
+        raise ValueError(
+            f"{path} was written in rvm_ppl's file format {version!r} (rvm_ppl "
+            f"{state.attrs.get('rvm_ppl_version', 'unknown')}); this rvm_ppl "
+            f"({package_version()}) reads format {FORMAT_VERSION}. Refit and save again."
+        )
     if state.attrs["estimator"] != cls.__name__:
         raise ValueError(f"{path} holds a {state.attrs['estimator']}, not a {cls.__name__}.")
+    expected = model_id(state.attrs["estimator"], state.attrs["params"], state.attrs["method"])
+    if state.attrs["model_id"] != expected:
+        raise ValueError(f"{path} is damaged: its model_id does not match its contents.")
     params = {k: _decode_param(v) for k, v in json.loads(state.attrs["params"]).items()}
     est = cls(**params)
     X = np.asarray(state["X_fit"].values)
-    est.n_features_in_ = X.shape[1]
-    est.X_fit_ = X
-    if "y_fit" in state:
-        est.y_fit_ = np.asarray(state["y_fit"].values)
-    est.kernel_ = est._make_kernel(X)
+    kernel = est._make_kernel(X)
     if "eta" in state:
         est.eta_ = np.asarray(state["eta"].values)
-        est.kernel_ = _kernels.RBF(gamma=est.eta_)
-    est.n_extra_ = 0
-    est.method_ = state.attrs["method"]
-    posts = []
-    for k in range(int(state.attrs["n_posteriors"])):
-        nv, beta = state.attrs[f"noise_var_{k}"], state.attrs[f"beta_{k}"]
-        info = {key: state.attrs[f"{key}_{k}"] for key in ("log_evidence", "elbo", "n_iter")
-                if f"{key}_{k}" in state.attrs}
-        if "n_iter" in info:
-            info["n_iter"] = int(info["n_iter"])
-        posts.append(Posterior(
-            support=np.asarray(state[f"support_{k}"].values, dtype=int),
-            mean=np.asarray(state[f"mean_{k}"].values),
-            cov=np.asarray(state[f"cov_{k}"].values),
-            noise_var=None if np.isnan(nv) else float(nv),
-            alpha=np.asarray(state[f"alpha_{k}"].values),
-            beta=None if np.isnan(beta) else float(beta),
-            relevant=np.asarray(state[f"relevant_{k}"].values).astype(bool),
-            idata_factory=None,
-            info=info,
-            w_draws=np.asarray(state[f"w_draws_{k}"].values) if f"w_draws_{k}" in state else None,
-        ))
+        kernel = _kernels.RBF(gamma=est.eta_)
+    est.n_features_in_ = X.shape[1]
+    results = [_restore_result(state, k) for k in range(int(state.attrs["n_results"]))]
+    method, n_extra = state.attrs["method"], int(state.attrs["n_extra"])
+    if "classes" in state.attrs:
+        classes = np.asarray(json.loads(state.attrs["classes"]))
+        est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
+                   results)
+    else:
+        est._store(X, np.asarray(state["y_fit"].values), kernel, n_extra, method, results[0])
     del idata[STATE_GROUP]
     est._idata = idata
-    if "classes" in state.attrs:
-        est.classes_ = np.asarray(json.loads(state.attrs["classes"]))
-    est._restore(posts)
     return est

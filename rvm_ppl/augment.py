@@ -227,7 +227,7 @@ def rvm_star_predict(estimator, X, *, alpha_star=None, chunk_size=None):
     ----------
     estimator : RVR
         Fitted, with a kernel (not ``"precomputed"``) and the attribute
-        ``y_fit_`` holding the training targets. Uses ``posterior_``,
+        ``y_fit_`` holding the training targets. Uses ``result_``,
         ``kernel_``, ``X_fit_`` and ``_design``.
     X : array-like of shape (n_samples, n_features)
         Test inputs, already validated.
@@ -260,7 +260,7 @@ def rvm_star_predict(estimator, X, *, alpha_star=None, chunk_size=None):
     y_fit = getattr(estimator, "y_fit_", None)
     if y_fit is None:
         raise AttributeError("RVM* needs the training targets in the estimator's `y_fit_`.")
-    post = estimator.posterior_
+    post = estimator.result_
     X_fit = estimator.X_fit_
     t = np.asarray(y_fit, dtype=float)
     X = np.asarray(X, dtype=float)

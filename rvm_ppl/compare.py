@@ -34,7 +34,7 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None):
         model_names = model_names or list(idatas)
         idatas = list(idatas.values())
     model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
-    labels = [str(b) for b in idatas[0].posterior["basis"].values]
+    labels = [str(b) for b in idatas[0].relevance["basis"].values]
     columns = {}
     rel_all = []
     for name, idata in zip(model_names, idatas):

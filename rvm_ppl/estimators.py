@@ -1,25 +1,34 @@
 """scikit-learn estimators: relevance vector regression (RVR) and classification (RVC).
 
-The estimator validates the data, turns the kernel into a design matrix,
-hands it to :func:`rvm_ppl.inference.fit` and stores what came back. It is
-the only stateful object in the package.
+The path from ``RVR.fit`` to ``idata_``: :meth:`RVR.fit` validates the data
+and builds the candidate basis (:meth:`_RVMBase._training_basis`), then
+:func:`rvm_ppl.inference.fit` runs the method's fitter from its table and
+returns a :class:`~rvm_ppl.inference.FitResult` in the units of ``y``; the
+estimator stores it (``result_``) and its fitted attributes in one step.
+``idata_`` is :func:`rvm_ppl._idata.to_idata` of that result, built on first
+access. The estimator is the only stateful object in the package, and a
+``fit`` that fails leaves it as it was.
 """
 
 from __future__ import annotations
 
+import functools
+import json
 from numbers import Integral, Real
 
 import numpy as np
 from scipy.special import expit
-from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context
+from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._basis import DenseBasis, kernel_basis
 from .augment import rvm_star_predict
 from .evidence_laplace import predict_proba_moderated
-from .inference import _FIT_METHODS
+from ._idata import to_idata
+from .inference import _FIT_METHODS, DEFAULT_MAX_ITER, DEFAULT_TOL, FitResult, fit_evidence_scales
 from .inference import fit as _fit
 from .kernels import KERNEL_NAMES, RBF, Kernel, basis_labels, make_kernel
 from .scales import (
@@ -46,8 +55,8 @@ class _RVMBase(BaseEstimator):
         "method": [StrOptions(set(_FIT_METHODS))],
         "fit_intercept": ["boolean"],
         "priors": [dict, None],
-        "max_iter": [Interval(Integral, 1, None, closed="left")],
-        "tol": [Interval(Real, 0, None, closed="neither")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "tol": [Interval(Real, 0, None, closed="neither"), None],
         "alignment_test": ["boolean"],
         "solver": [StrOptions({"fast", "full"})],
         "draws": [Interval(Integral, 1, None, closed="left")],
@@ -60,41 +69,46 @@ class _RVMBase(BaseEstimator):
 
     # -- design matrices -------------------------------------------------
     def _make_kernel(self, X):
+        """A fresh kernel for this fit: changing ``kernel`` later leaves ``kernel_`` alone."""
         gamma = self.gamma
         if isinstance(gamma, str):  # "scale", as in sklearn.svm.SVR
             var = X.var()
             gamma = 1.0 / (X.shape[1] * var) if var > 0 else 1.0
         elif np.any(np.asarray(gamma, dtype=float) < 0):
             raise ValueError(f"gamma must be non-negative; got {self.gamma!r}.")
-        return make_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0)
+        kernel = make_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0)
+        return None if kernel is None else clone(kernel, safe=False)
 
-    def _training_basis(self, X, lazy_ok):
-        """Candidate basis on the training inputs and its labels."""
+    def _training_basis(self, X, kernel, lazy_ok):
+        """Candidate basis on the training inputs, its labels and the number of extra columns."""
         bias = self.fit_intercept
-        if self.kernel_ is None:  # precomputed: X is the design matrix
-            if getattr(self, "extra_basis", None) is not None:
-                raise ValueError("extra_basis cannot be combined with kernel='precomputed'; add the columns to X.")
-            self.n_extra_ = 0
+        extra = getattr(self, "extra_basis", None)
+        if kernel is None:  # precomputed: X is the design matrix
+            if extra is not None:
+                raise ValueError("extra_basis cannot be combined with kernel='precomputed'; "
+                                 "add the columns to X.")
             Phi = np.hstack([np.ones((X.shape[0], 1)), X]) if bias else X
             labels = (["bias"] if bias else []) + [f"phi_{j}" for j in range(X.shape[1])]
-            return DenseBasis(Phi), labels
-        extra = getattr(self, "extra_basis", None)
-        self.n_extra_ = 0 if extra is None else extra_columns(extra, X).shape[1]
+            return DenseBasis(Phi), labels, 0
         if extra is not None:
-            Phi = extended_design_matrix(X, X, self.kernel_, bias=bias, extra_basis=extra)
-            labels = extended_basis_labels(X.shape[0], bias=bias, extra_names=self.n_extra_)
-            return DenseBasis(Phi), labels
+            n_extra = extra_columns(extra, X).shape[1]
+            Phi = _finite(extended_design_matrix(X, X, kernel, bias=bias, extra_basis=extra),
+                          "extra_basis and the kernel")
+            return DenseBasis(Phi), extended_basis_labels(X.shape[0], bias=bias,
+                                                          extra_names=n_extra), n_extra
         labels = basis_labels(X.shape[0], bias=bias)
         if lazy_ok and X.shape[0] * (X.shape[0] + bias) > DENSE_LIMIT:
-            return kernel_basis(self.kernel_, X, bias=bias), labels
-        K = self.kernel_(X, X)
+            # Columns are computed on demand; check a block of them here.
+            _finite(kernel(X[:64], X), f"the kernel {kernel!r}")
+            return kernel_basis(kernel, X, bias=bias), labels, 0
+        K = _finite(kernel(X, X), f"the kernel {kernel!r}")
         Phi = np.hstack([np.ones((X.shape[0], 1)), K]) if bias else K
-        return DenseBasis(Phi), labels
+        return DenseBasis(Phi), labels, 0
 
     def _design(self, X, support):
         """Columns ``support`` of the design matrix at new inputs ``X``."""
         support = np.asarray(support, dtype=int)
-        if getattr(self, "n_extra_", 0):
+        if self.n_extra_:
             return extended_design_columns(
                 X, support, centres=self.X_fit_, kernel=self.kernel_, n_extra=self.n_extra_,
                 bias=self.fit_intercept, extra_basis=self.extra_basis,
@@ -117,37 +131,55 @@ class _RVMBase(BaseEstimator):
             raise ValueError(f"Unknown method {method!r}; expected one of {sorted(_FIT_METHODS)}.")
         return method
 
-    def _options(self):
-        """Method options shared by every likelihood."""
-        return {
-            "max_iter": self.max_iter,
-            "tol": self.tol,
-            "alignment_test": self.alignment_test,
-            "draws": self.draws,
-            "tune": self.tune,
-            "chains": self.chains,
-            "priors": self.priors,
-            "blas_threads": self.blas_threads,
-            "sample_kwargs": self.sample_kwargs,
-            **(self.sample_kwargs or {}),
-        }
+    def _fit_result(self, method, basis, y, *, labels, likelihood, start=None, beta=None,
+                    fit_beta=True):
+        """Run ``method``'s fitter with this estimator's parameters."""
+        kwargs = dict(labels=labels, likelihood=likelihood, priors=self.priors)
+        max_iter = self.max_iter or DEFAULT_MAX_ITER.get(method)
+        tol = self.tol or DEFAULT_TOL.get(method)
+        if method == "evidence":
+            kwargs.update(max_iter=max_iter, tol=tol, solver=getattr(self, "solver", "fast"),
+                          alignment_test=self.alignment_test, start=start, beta=beta,
+                          fit_beta=fit_beta)
+        elif method == "vb":
+            kwargs.update(max_iter=max_iter, tol=tol)
+        else:
+            kwargs.update(draws=self.draws, random_state=_seed(self.random_state),
+                          sample_kwargs=self._sample_kwargs())
+            if method == "advi":
+                kwargs.update(max_iter=max_iter, tol=tol)
+            else:
+                kwargs.update(tune=self.tune, chains=self.chains)
+        return _fit(method, basis, y, blas_threads=self.blas_threads, **kwargs)
 
-    def _store(self, post, X):
-        """Fitted attributes from a :class:`~rvm_ppl.inference.Posterior`."""
-        M = len(post.alpha)
-        self.posterior_ = post
-        self.active_ = post.support
-        self.coef_ = np.zeros(M)
-        self.coef_[post.support] = post.mean
-        self.sigma_ = post.cov
-        self.alpha_ = post.alpha
-        offset = int(self.fit_intercept) + getattr(self, "n_extra_", 0)
-        rel = np.flatnonzero(post.relevant)
+    def _sample_kwargs(self):
+        """``sample_kwargs`` for PyMC, refusing keys that the estimator sets itself."""
+        extra = dict(self.sample_kwargs or {})
+        # random_seed is random_state; n and n_iter are max_iter.
+        taken = set(self.get_params(deep=False)) | {"random_seed", "n", "n_iter", "model"}
+        clash = sorted(set(extra) & taken)
+        if clash:
+            raise ValueError(
+                f"sample_kwargs sets {clash}, which the estimator sets from its own parameters; "
+                "set them on the estimator instead (random_seed is random_state, n and n_iter "
+                "are max_iter)."
+            )
+        return extra
+
+    def _set_fitted(self, *, X, kernel, n_extra, method, results):
+        """Fitted attributes shared by RVR and RVC, all set together."""
+        self.kernel_ = kernel
+        self.X_fit_ = X
+        self.n_extra_ = n_extra
+        self.method_ = method
+        self._idata = None
+        offset = int(self.fit_intercept) + n_extra
+        rel = np.flatnonzero(np.any([r.relevant for r in results], axis=0))
         self.relevance_ = rel[rel >= offset] - offset
-        self.relevance_vectors_ = None if self.kernel_ is None else X[self.relevance_]
-        self.n_iter_ = post.info.get("n_iter")
-        if "log_evidence" in post.info:
-            self.log_evidence_ = post.info["log_evidence"]
+        self.relevance_vectors_ = None if kernel is None else X[self.relevance_]
+
+    def _idata_attrs(self):
+        return {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
 
     def to_netcdf(self, path):
         """Save the fitted estimator: its InferenceData plus what prediction needs.
@@ -189,13 +221,36 @@ class _RVMBase(BaseEstimator):
 
         return load(cls, path)
 
-    @property
-    def idata_(self):
-        """The fit as :class:`arviz.InferenceData` (built on first access)."""
-        check_is_fitted(self, "posterior_")
-        if getattr(self, "_idata", None) is None:
-            self._idata = self.posterior_.idata_factory()
-        return self._idata
+
+def _finite(Phi, what):
+    """``Phi`` if it is finite, else a ValueError that names where it came from."""
+    if not np.isfinite(Phi).all():
+        raise ValueError(f"The design matrix from {what} has NaN or infinite entries; "
+                         "check the kernel and its parameters.")
+    return Phi
+
+
+def _seed(random_state):
+    """An int seed (or None) from scikit-learn's ``random_state`` conventions."""
+    if random_state is None or isinstance(random_state, Integral):
+        return random_state
+    return int(check_random_state(random_state).randint(2**31 - 1))
+
+
+def _atomic(fit):
+    """Make ``fit`` all or nothing: on any error the estimator is restored as it was."""
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        saved = dict(self.__dict__)
+        try:
+            return fit(self, *args, **kwargs)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(saved)
+            raise
+
+    return wrapper
 
 
 class RVR(RegressorMixin, _RVMBase):
@@ -237,9 +292,13 @@ class RVR(RegressorMixin, _RVMBase):
         finds the same basis set, about ten times more slowly for large N);
         given ``priors``, it maximises the posterior of ``log alpha`` and
         ``log beta`` (Tipping 2001, App. A).
-    max_iter, tol : int, float
-        Iteration cap and convergence tolerance of the evidence method
-        (change in ``log alpha``).
+    max_iter, tol : int, float or None
+        Iteration cap and convergence tolerance of the method; None takes
+        the method's own (:data:`rvm_ppl.inference.DEFAULT_MAX_ITER`,
+        :data:`~rvm_ppl.inference.DEFAULT_TOL`): evidence 10 000 and 1e-3
+        (change in ``log alpha``), vb 5 000 and 1e-7 (relative change of the
+        bound), advi 50 000 and 1e-2 (change of the windowed median loss in
+        nats per observation). nuts takes ``draws`` and ``tune`` instead.
     alignment_test : bool
         Skip candidate basis functions that nearly duplicate one already in
         the model (evidence method, fast solver).
@@ -259,7 +318,12 @@ class RVR(RegressorMixin, _RVMBase):
     random_state : int, RandomState or None
         Seeds every random draw.
     sample_kwargs : dict, optional
-        Extra keyword arguments for the sampler or optimiser.
+        Keyword arguments for PyMC: :func:`rvm_ppl.sampling.fit_nuts` and
+        :func:`pymc.sample` (nuts; e.g. ``target_accept``,
+        ``nuts_sampler``), :func:`rvm_ppl.sampling.fit_advi` and
+        :func:`pymc.fit` (advi; e.g. ``learning_rate``). Unused by evidence
+        and vb. A key the estimator sets from its own parameters (``draws``,
+        ``chains``, ``random_seed``, ``n``, ...) is a ``ValueError``.
     blas_threads : int or None
         BLAS threads during ``fit`` (default 1, the fastest setting measured
         on 2-core machines; ``None`` leaves the BLAS library's default).
@@ -366,8 +430,8 @@ class RVR(RegressorMixin, _RVMBase):
         noise_std=None,
         fit_noise=True,
         priors=None,
-        max_iter=10_000,
-        tol=1e-3,
+        max_iter=None,
+        tol=None,
         alignment_test=True,
         solver="fast",
         draws=1000,
@@ -403,6 +467,7 @@ class RVR(RegressorMixin, _RVMBase):
         self.sample_kwargs = sample_kwargs
         self.blas_threads = blas_threads
 
+    @_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, method=None):
         """Fit the relevance vector machine.
@@ -421,45 +486,84 @@ class RVR(RegressorMixin, _RVMBase):
         method = self._check_method(method)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
         if np.ptp(y) == 0:
-            raise ValueError("y is constant; a regression model needs targets that vary.")
-        self.kernel_ = self._make_kernel(X)
-        self.X_fit_ = X
-        self.y_fit_ = y
-        self._idata = None
-        basis, labels = self._training_basis(
-            X, lazy_ok=(method == "evidence" and self.solver == "fast")
-        )
-        options = {
-            **self._options(),
+            return self._fit_constant(X, y, method)
+        kernel = self._make_kernel(X)
+        if self.learn_scales and (method != "evidence" or not isinstance(kernel, RBF)):
+            raise ValueError("learn_scales=True needs method='evidence' and the 'rbf' kernel.")
+        basis, labels, n_extra = self._training_basis(
+            X, kernel, lazy_ok=(method == "evidence" and self.solver == "fast"))
+        beta = None if self.noise_std is None else 1.0 / self.noise_std**2
+        if self.learn_scales:
+            eta0 = np.broadcast_to(np.asarray(kernel.gamma, dtype=float), (X.shape[1],)).copy()
+            result, eta, history = fit_evidence_scales(
+                X, y, labels=labels, priors=self.priors,
+                max_iter=self.max_iter or DEFAULT_MAX_ITER["evidence"],
+                tol=self.tol or DEFAULT_TOL["evidence"], alignment_test=self.alignment_test,
+                beta=beta, eta0=eta0, bias=self.fit_intercept, extra_basis=self.extra_basis,
+                schedule=self.scale_schedule,
+            )
+            kernel = RBF(gamma=eta)
+            self.eta_, self.scale_history_ = eta, history
+        else:
+            for name in ("eta_", "scale_history_"):
+                self.__dict__.pop(name, None)
             # Start from the bias; without one, from the best-aligned column.
-            "start": 0 if self.fit_intercept else None,
-            "solver": self.solver,
-            "fixed_beta": not self.fit_noise,
-            "beta": None if self.noise_std is None else 1.0 / self.noise_std**2,
-        }
-        if self.learn_scales:
-            if method != "evidence" or not isinstance(self.kernel_, RBF):
-                raise ValueError("learn_scales=True needs method='evidence' and the 'rbf' kernel.")
-            eta0 = np.broadcast_to(np.asarray(self.kernel_.gamma, dtype=float), (X.shape[1],))
-            options.update(learn_scales=True, X=X, eta0=eta0.copy(), bias=self.fit_intercept,
-                           extra_basis=self.extra_basis, scale_schedule=self.scale_schedule)
-        post = _fit(
-            basis, y, method=method, labels=labels, likelihood="gaussian",
-            options=options, random_state=self.random_state,
-            attrs={"kernel": repr(self.kernel_), "estimator": type(self).__name__},
-        )
-        self.method_ = method
-        if self.learn_scales:
-            self.eta_ = np.asarray(post.info["eta"])
-            self.kernel_ = RBF(gamma=self.eta_)
-            self.scale_history_ = post.info["scale_history"]
-        self._restore([post])
+            result = self._fit_result(
+                method, basis, y, labels=labels, likelihood="gaussian",
+                start=0 if self.fit_intercept else None, beta=beta, fit_beta=self.fit_noise,
+            )
+        self._store(X, y, kernel, n_extra, method, result)
         return self
 
-    def _restore(self, posts):
-        (post,) = posts
-        self._store(post, self.X_fit_)
-        self.beta_ = post.beta
+    def _fit_constant(self, X, y, method):
+        """Constant targets: the bias alone, predicting the constant with no noise left."""
+        if not self.fit_intercept:
+            raise ValueError("y is constant and fit_intercept=False: no basis can fit it.")
+        kernel = self._make_kernel(X)
+        labels = (basis_labels(X.shape[0], bias=True) if kernel is not None
+                  else ["bias"] + [f"phi_{j}" for j in range(X.shape[1])])
+        M = len(labels)
+        alpha = np.full(M, np.inf)
+        alpha[0] = 1.0 / y[0] ** 2 if y[0] != 0 else np.inf
+        support = np.array([0]) if y[0] != 0 else np.array([], dtype=int)
+        result = FitResult(
+            method=method, likelihood="gaussian", basis=tuple(labels), support=support,
+            mean=np.full(len(support), y[0]), cov=np.zeros((len(support), len(support))),
+            alpha=alpha, beta=np.inf, noise_var=0.0, gamma=np.isfinite(alpha).astype(float),
+            relevant=np.isfinite(alpha), stats={"n_iter": 0, "converged": 1},
+        )
+        self._store(X, y, kernel, 0, method, result)
+        return self
+
+    def _store(self, X, y, kernel, n_extra, method, result):
+        self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=[result])
+        self.y_fit_ = y
+        self.result_ = result
+        self.active_ = result.support
+        self.coef_ = np.zeros(len(result.alpha))
+        self.coef_[result.support] = result.mean
+        self.sigma_ = result.cov
+        self.alpha_ = result.alpha
+        self.beta_ = result.beta
+        self.n_iter_ = result.stats.get("n_iter")
+        if "log_evidence" in result.stats:
+            self.log_evidence_ = result.stats["log_evidence"]
+        elif hasattr(self, "log_evidence_"):
+            del self.log_evidence_
+
+    @property
+    def idata_(self):
+        """The fit as :class:`arviz.InferenceData` (:mod:`rvm_ppl._idata`; built on first access)."""
+        check_is_fitted(self, "result_")
+        if getattr(self, "_idata", None) is None:
+            r = self.result_
+            self._idata = to_idata(
+                r, y=self.y_fit_, Phi=self._design(self.X_fit_, r.support),
+                X=self.X_fit_ if self.kernel_ is not None else None, chains=self.chains,
+                draws=self.draws, random_state=_seed(self.random_state),
+                attrs=self._idata_attrs(),
+            )
+        return self._idata
 
     def predict(self, X, return_std=False, augment=False):
         """Predictive mean (and standard deviation) at ``X``.
@@ -486,12 +590,12 @@ class RVR(RegressorMixin, _RVMBase):
         mean : ndarray of shape (n_samples,)
         std : ndarray of shape (n_samples,), if ``return_std``
         """
-        check_is_fitted(self, "posterior_")
+        check_is_fitted(self, "result_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         if augment:
             mean, std = rvm_star_predict(self, X)
             return (mean, std) if return_std else mean
-        post = self.posterior_
+        post = self.result_
         Phi = self._design(X, post.support)
         mean = Phi @ post.mean
         if not return_std:
@@ -579,8 +683,8 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         method="evidence",
         fit_intercept=True,
         priors=None,
-        max_iter=10_000,
-        tol=1e-3,
+        max_iter=None,
+        tol=None,
         alignment_test=True,
         draws=1000,
         tune=1000,
@@ -606,6 +710,7 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         self.sample_kwargs = sample_kwargs
         self.blas_threads = blas_threads
 
+    @_atomic
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X, y, method=None):
         """Fit the relevance vector classifier.
@@ -623,65 +728,59 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
         self : RVC
         """
         method = self._check_method(method)
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=None, ensure_min_samples=2)
+        X = np.asarray(X, dtype=np.float64)
         check_classification_targets(y)
-        self.classes_, codes = np.unique(y, return_inverse=True)
-        if len(self.classes_) < 2:
+        classes, codes = np.unique(y, return_inverse=True)
+        if len(classes) < 2:
             raise ValueError(
-                f"RVC needs samples of at least 2 classes; y has only the class {self.classes_[0]}."
+                f"RVC needs samples of at least 2 classes; y has only the class {classes[0]}."
             )
-        self.kernel_ = self._make_kernel(X)
-        self.X_fit_ = X
-        self._idata = None
-        basis, labels = self._training_basis(X, lazy_ok=(method == "evidence"))
-        targets = [codes == 1] if len(self.classes_) == 2 else [codes == k for k in range(len(self.classes_))]
-        attrs = {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
-        self.posteriors_ = [
-            # No "start": the evidence fit starts, as SparseBayes does for the
-            # Bernoulli likelihood, from the basis best aligned with 2 t - 1
-            # (notes/sparse_bayes_algorithm.md §2.8).
-            _fit(basis, t.astype(float), method=method, labels=labels, likelihood="bernoulli",
-                 options=self._options(), random_state=self.random_state, attrs=attrs)
-            for t in targets
-        ]
-        self.method_ = method
-        self._restore(self.posteriors_)
+        kernel = self._make_kernel(X)
+        basis, labels, n_extra = self._training_basis(X, kernel, lazy_ok=(method == "evidence"))
+        # One binary model for two classes (t = 1 for classes[1]); one per class
+        # against the rest otherwise. No start: the evidence fit starts, as
+        # SparseBayes does for the Bernoulli likelihood, from the basis best
+        # aligned with 2 t - 1 (notes/sparse_bayes_algorithm.md §2.8).
+        targets = [codes == 1] if len(classes) == 2 else [codes == k for k in range(len(classes))]
+        results = [self._fit_result(method, basis, t.astype(float), labels=labels,
+                                    likelihood="bernoulli") for t in targets]
+        self._store(X, classes, codes, kernel, n_extra, method, results)
         return self
 
-    def _restore(self, posts):
-        self.posteriors_ = posts
-        X = self.X_fit_
-        if len(posts) == 1:
-            self._store(posts[0], X)
-            return
-        M = len(posts[0].alpha)
-        self.posterior_ = None
-        self.coef_ = np.zeros((len(self.posteriors_), M))
-        for k, post in enumerate(self.posteriors_):
-            self.coef_[k, post.support] = post.mean
-        self.alpha_ = np.array([post.alpha for post in self.posteriors_])
-        self.active_ = [post.support for post in self.posteriors_]
-        self.sigma_ = [post.cov for post in self.posteriors_]
-        bias = int(self.fit_intercept)
-        rel = np.flatnonzero(np.any([post.relevant for post in self.posteriors_], axis=0))
-        self.relevance_ = rel[rel >= bias] - bias
-        self.relevance_vectors_ = None if self.kernel_ is None else X[self.relevance_]
-        self.n_iter_ = [post.info.get("n_iter") for post in self.posteriors_]
+    def _store(self, X, classes, codes, kernel, n_extra, method, results):
+        self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=results)
+        self.classes_ = classes
+        self.y_codes_ = codes
+        self.results_ = results
+        M = len(results[0].alpha)
+        self.coef_ = np.zeros((len(results), M))
+        for k, r in enumerate(results):
+            self.coef_[k, r.support] = r.mean
+        self.alpha_ = np.array([r.alpha for r in results])
+        self.active_ = [r.support for r in results]
+        self.sigma_ = [r.cov for r in results]
+        self.n_iter_ = np.array([r.stats.get("n_iter", -1) for r in results])
+        if method == "evidence":
+            self.log_evidence_ = np.array([r.stats["log_evidence"] for r in results])
+        else:
+            self.__dict__.pop("log_evidence_", None)
 
-    def _binary_proba(self, post, X):
+    def _binary_proba(self, result, X):
         """P(t = 1 | x) under one binary posterior."""
-        Phi = self._design(X, post.support)
-        if post.w_draws is not None:  # advi, nuts: average sigma(phi^T w) over draws
+        Phi = self._design(X, result.support)
+        if result.draws is not None:  # advi, nuts: average sigma(phi^T w) over draws
+            w = result.w_draws
             out = np.zeros(X.shape[0])
-            for chunk in np.array_split(post.w_draws, max(1, len(post.w_draws) // 256)):
+            for chunk in np.array_split(w, max(1, len(w) // 256)):
                 out += expit(Phi @ chunk.T).sum(axis=1)
-            return out / len(post.w_draws)
-        return predict_proba_moderated(Phi, post.mean, post.cov)
+            return out / len(w)
+        return predict_proba_moderated(Phi, result.mean, result.cov)
 
     def _ovr_proba(self, X):
-        check_is_fitted(self, "posteriors_")
+        check_is_fitted(self, "results_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
-        return np.column_stack([self._binary_proba(p, X) for p in self.posteriors_])
+        return np.column_stack([self._binary_proba(r, X) for r in self.results_])
 
     def decision_function(self, X):
         """Log-odds of the predictive probability of each one-vs-rest model.
@@ -722,19 +821,80 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
 
     @property
     def idata_(self):
-        """The fit as :class:`arviz.InferenceData` (built on first access)."""
-        check_is_fitted(self, "posteriors_")
-        if getattr(self, "_idata", None) is None:
-            if len(self.posteriors_) == 1:
-                self._idata = self.posteriors_[0].idata_factory()
-            else:
-                import arviz as az
-                import xarray as xr
+        """The fit as :class:`arviz.InferenceData` (built on first access).
 
-                parts = [p.idata_factory() for p in self.posteriors_]
-                post = xr.concat([p.posterior for p in parts], dim="class")
-                post = post.assign_coords({"class": [str(c) for c in self.classes_]})
-                post = post.transpose("chain", "draw", "class", ...)
-                self._idata = az.InferenceData(posterior=post, observed_data=parts[0].observed_data)
-                self._idata.attrs.update(parts[0].attrs)
+        Two classes: the binary model's InferenceData (:mod:`rvm_ppl._idata`),
+        ``observed_data.y`` the 0/1 codes of ``classes_``. More: every group
+        gains a ``class`` dimension (one one-vs-rest model each; a basis that
+        one model pruned has ``w = 0`` and ``alpha = inf`` there), and
+        ``observed_data.y``, ``log_likelihood.y`` and ``posterior_predictive.y``
+        are those of the combined classifier: class codes into ``classes_``
+        and ``log P(y_n | x_n)`` under the normalised probabilities.
+        """
+        check_is_fitted(self, "results_")
+        if getattr(self, "_idata", None) is None:
+            seed = _seed(self.random_state)
+            parts = [
+                to_idata(r, y=(self.y_codes_ == (k if len(self.results_) > 1 else 1)).astype(int),
+                         Phi=self._design(self.X_fit_, r.support),
+                         X=self.X_fit_ if self.kernel_ is not None else None,
+                         chains=self.chains, draws=self.draws,
+                         random_state=None if seed is None else seed + k,
+                         attrs={**self._idata_attrs(), "classes": json.dumps(
+                             [str(c) for c in self.classes_])})
+                for k, r in enumerate(self.results_)
+            ]
+            self._idata = parts[0] if len(parts) == 1 else _multiclass_idata(
+                parts, self.classes_, self.y_codes_, seed)
         return self._idata
+
+
+def _multiclass_idata(parts, classes, codes, seed):
+    """One InferenceData of K one-vs-rest models, with a ``class`` dimension."""
+    import arviz as az
+    import xarray as xr
+
+    labels = [str(c) for c in classes]
+    fill = {"w": 0.0, "alpha": np.inf, "mean": 0.0, "cov": 0.0}
+    groups = {}
+    for group in ("posterior", "fit", "relevance", "sample_stats"):
+        if group in parts[0].groups():
+            ds = xr.concat([p[group] for p in parts], dim="class", join="outer",
+                           fill_value=fill, combine_attrs="override")
+            ds = ds.assign_coords({"class": labels})
+            first = [d for d in ("chain", "draw") if d in ds.dims]
+            groups[group] = ds.transpose(*first, "class", ...)
+    idata_attrs = dict(parts[0].attrs)
+    if not all("log_likelihood" in p.groups() for p in parts):  # too large: see _idata
+        idata = az.InferenceData(**groups, observed_data=xr.Dataset(
+            {"y": (("obs",), codes)}, coords={"obs": np.arange(len(codes))}))
+        idata.attrs.update(idata_attrs)
+        return idata
+    # The combined classifier: P(k | x) proportional to sigma(f_k), draw by draw.
+    logit_draws = []
+    for p in parts:
+        f = p.log_likelihood["y"].values  # log sigma(+-f): recover log sigma(f) via the codes
+        t = p.observed_data["y"].values
+        log_s = np.where(t > 0, f, np.log(-np.expm1(f)))
+        logit_draws.append(log_s)
+    log_s = np.stack(logit_draws, axis=-1)  # (chain, draw, obs, class)
+    log_p = log_s - np.logaddexp.reduce(log_s, axis=-1, keepdims=True)
+    obs = np.arange(len(codes))
+    loglik = np.take_along_axis(log_p, codes[None, None, :, None], axis=-1)[..., 0]
+    rng = np.random.default_rng(seed)
+    cum = np.cumsum(np.exp(log_p), axis=-1)
+    rep = (rng.random(cum.shape[:-1])[..., None] > cum).sum(axis=-1).clip(max=len(classes) - 1)
+    post = groups["posterior"]
+    pcoords = {"chain": post["chain"].values, "draw": post["draw"].values, "obs": obs}
+    attrs = dict(parts[0].attrs)
+    groups["log_likelihood"] = xr.Dataset({"y": (("chain", "draw", "obs"), loglik)},
+                                          coords=pcoords, attrs=attrs)
+    groups["posterior_predictive"] = xr.Dataset({"y": (("chain", "draw", "obs"), rep)},
+                                                coords=pcoords, attrs=attrs)
+    groups["observed_data"] = xr.Dataset({"y": (("obs",), codes)}, coords={"obs": obs},
+                                         attrs=attrs)
+    if "constant_data" in parts[0].groups():
+        groups["constant_data"] = parts[0].constant_data
+    idata = az.InferenceData(**groups)
+    idata.attrs.update(attrs)
+    return idata

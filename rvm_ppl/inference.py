@@ -1,10 +1,16 @@
-"""``fit(method=...)``: one table maps method names to fitters.
+"""``fit(method=...)``: one table maps method names to fitters, one result type.
 
-Every fitter takes the design matrix (or a lazy basis), the targets and the
-basis labels and returns a :class:`Posterior`: the first two moments of the
-weights on the basis functions it keeps, point summaries of ``alpha`` and
-``beta``, the relevance decision, and the method's InferenceData (built on
-first use for the evidence method, whose draws are cheap but can be large).
+Every fitter takes the candidate basis (a design matrix or a lazy kernel
+basis), the targets in their own units and explicit keyword arguments, and
+returns a :class:`FitResult` in the units of the targets. Regression
+hyperpriors are given for targets of unit standard deviation. The sampling
+methods apply them to ``y`` by scaling their rates
+(:func:`rvm_ppl.model.scale_priors`), which is the same model, so nothing
+needs converting. The closed-form methods run on ``y / std(y)``, where their
+numerical tolerances were set, and their result builders
+(:func:`_evidence_result`, :func:`_vb_result`) express what they return in
+the units of ``y``: the only place where units are converted. :func:`rvm_ppl._idata.to_idata` turns a result into
+the InferenceData.
 
 Predictions need only the moments: for any posterior, the predictive mean
 and variance at ``phi(x)`` are ``phi^T E[w]`` and
@@ -25,440 +31,325 @@ Relevance rules
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Callable
+from typing import Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
 
 from ._basis import DenseBasis
-from ._idata import gaussian_draws, make_idata
+from ._priors import resolve_priors, scale_priors
 from .evidence import fit_evidence_full, fit_evidence_regression
 from .evidence_laplace import fit_evidence_bernoulli
-from .model import resolve_priors
 from .scales import fit_eta_rvm
 from .variational import fit_vb_classification, fit_vb_regression
 
 RELEVANCE_GAMMA = 0.5
 
+# Each method's iteration cap and tolerance when the estimator leaves them at
+# None: evidence, change in log alpha (Tipping & Faul 2003); vb, relative
+# change of the bound; advi, change of the windowed median loss in nats per
+# observation (rvm_ppl.sampling).
+DEFAULT_MAX_ITER = {"evidence": 10_000, "vb": 5_000, "advi": 50_000}
+DEFAULT_TOL = {"evidence": 1e-3, "vb": 1e-7, "advi": 1e-2}
 
-@dataclass
-class Posterior:
-    """What a fitter returns, in the units of the targets it was given.
+
+@dataclass(frozen=True)
+class FitResult:
+    """What every fitter returns, in the units of the targets.
 
     Attributes
     ----------
+    method, likelihood : str
+    basis : tuple of str
+        Labels of every candidate basis function (``M`` of them).
     support : ndarray of int
-        Basis indices that carry non-zero weight (all others are exactly 0).
+        The bases in the method's model; every other weight is exactly 0.
     mean, cov : ndarray
         ``E[w]`` and ``Cov[w]`` on ``support``.
-    noise_var : float or None
-        ``E[1/beta]`` (regression).
     alpha : ndarray of shape (M,)
-        Point summary of each ``alpha_m`` (``inf`` where pruned).
+        Point summary of each ``alpha_m`` (evidence: the estimate; vb: the
+        mean of ``Q``; advi, nuts: the posterior median); ``inf`` where pruned.
     beta : float or None
-        Point summary of ``beta``.
+        Point summary of ``beta`` (regression): ``1 / E[1/beta]``.
+    noise_var : float or None
+        ``E[1/beta]``.
+    gamma : ndarray of shape (M,)
+        ``E[gamma_m]`` (Tipping 2001, eq. 17); 0 where pruned.
     relevant : ndarray of bool, shape (M,)
-        The method's relevance decision.
-    idata_factory : callable
-        Builds the InferenceData.
-    info : dict
-        Method-specific scalars (log evidence, iterations, ...).
-    w_draws : ndarray of shape (S, len(support)), optional
-        Posterior draws of the weights, for predictions that need more than
-        two moments (class probabilities of the sampling methods).
+        The method's relevance decision (module docstring).
+    stats : dict
+        Scalars: ``log_evidence`` or ``elbo``, ``n_iter``, ``converged``,
+        sampler diagnostics, times.
+    fit : dict
+        ``name -> (dims, values)``: the method's own quantities for the
+        ``fit`` group (objective trace on ``iteration``, per-candidate
+        quantities on ``candidate``).
+    draws : dict or None
+        Posterior draws on ``support`` (``w``, ``alpha`` of shape
+        (chain, draw, len(support)), ``beta`` (chain, draw)) for the
+        sampling methods; None for the closed-form ones, which are drawn
+        when the InferenceData is built.
+    alpha_gamma, beta_gamma : tuple or None
+        ``(shape, rate)`` of a Gamma posterior of ``alpha`` (arrays of
+        shape (M,)) or ``beta`` (vb); None for a point estimate.
+    sample_stats : xarray.Dataset or None
+        The sampler's statistics (nuts).
     """
 
+    method: str
+    likelihood: str
+    basis: tuple
     support: np.ndarray
     mean: np.ndarray
     cov: np.ndarray
-    noise_var: float | None
     alpha: np.ndarray
     beta: float | None
+    noise_var: float | None
+    gamma: np.ndarray
     relevant: np.ndarray
-    idata_factory: Callable
-    info: dict = field(default_factory=dict)
-    w_draws: np.ndarray | None = None
+    stats: dict = field(default_factory=dict)
+    fit: dict = field(default_factory=dict)
+    draws: dict | None = None
+    alpha_gamma: tuple | None = None
+    beta_gamma: tuple | None = None
+    sample_stats: Any = None
+
+    @property
+    def w_draws(self):
+        """Posterior draws of the weights on ``support``, flattened to (S, len(support)), or None."""
+        if self.draws is None:
+            return None
+        return self.draws["w"].reshape(-1, len(self.support))
 
 
-def gamma_relevance(alpha, Sigma_diag):
-    """The relevance rule of vb, advi and nuts: ``E[gamma_m] > 1/2``.
+def gamma_relevance(gamma):
+    """The relevance rule of vb, advi and nuts: ``E[gamma_m] > 1/2``."""
+    return np.asarray(gamma) > RELEVANCE_GAMMA
 
-    ``gamma_m = 1 - alpha_m Sigma_mm`` (Tipping 2001, eq. 17) with the
-    expectation over whatever the arguments hold (draws along axis 0, or a
-    single point).
+
+def dense_phi(basis, method):
+    """The explicit design matrix, which every method but the fast evidence solver needs."""
+    if isinstance(basis, np.ndarray):
+        return basis
+    if not isinstance(basis, DenseBasis):
+        raise ValueError(
+            f"{method} needs the dense design matrix; for large N use method='evidence' "
+            "with solver='fast'."
+        )
+    return basis.Phi
+
+
+def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
+    """A :class:`FitResult` from an :class:`~rvm_ppl.evidence.EvidenceResult` of ``y / scale``.
+
+    With ``t = y / s``: ``w = s w'``, ``alpha = alpha' / s^2``,
+    ``beta = beta' / s^2``, Faul & Tipping's ``s_m = s'_m / s^2`` and
+    ``q_m = q'_m / s``, and a log density of ``y`` is that of ``t`` minus
+    ``N log s``.
     """
-    gamma = 1.0 - np.asarray(alpha) * np.asarray(Sigma_diag)
-    if gamma.ndim > 1:
-        gamma = gamma.mean(axis=0)
-    return gamma > RELEVANCE_GAMMA, gamma
+    gamma = np.zeros(len(res.alpha))
+    gamma[res.active] = 1.0 - res.alpha[res.active] * np.diag(res.Sigma)
+    shift = n_obs * np.log(scale)
+    beta = None if res.beta is None else res.beta / scale**2
+    return FitResult(
+        method="evidence",
+        likelihood=likelihood,
+        basis=tuple(labels),
+        support=np.asarray(res.active, dtype=int),
+        mean=res.mu * scale,
+        cov=res.Sigma * scale**2,
+        alpha=res.alpha / scale**2,
+        beta=beta,
+        noise_var=None if beta is None else 1.0 / beta,
+        gamma=gamma,
+        relevant=np.isfinite(res.alpha),
+        stats={"log_evidence": float(res.log_evidence) - shift, "n_iter": int(res.n_iter),
+               "converged": int(res.converged)},
+        fit={"log_evidence": (("iteration",), res.log_evidence_trace - shift),
+             "s": (("candidate",), res.s / scale**2), "q": (("candidate",), res.q / scale)},
+    )
 
 
-def fit_evidence(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
+def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
+                 alignment_test, start, beta, fit_beta):
     """Type-II maximum likelihood.
 
-    ``options["solver"]`` chooses the fast sequential algorithm of Tipping &
-    Faul (2003) (``"fast"``, the default) or Tipping's (2001) original
-    re-estimation of all ``alpha`` at once (``"full"``). Without
-    ``options["priors"]`` this is plain type-II maximum likelihood, the limit
-    ``a = b = c = d -> 0`` of the model; with them, the posterior of
-    ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A).
-    ``options["learn_scales"]`` also learns one Gaussian-kernel scale per
-    input (App. C; :func:`rvm_ppl.scales.fit_eta_rvm`).
+    ``solver`` chooses the fast sequential algorithm of Tipping & Faul (2003)
+    (``"fast"``) or Tipping's (2001) re-estimation of all ``alpha`` at once
+    (``"full"``). Without ``priors`` this is plain type-II maximum
+    likelihood, the limit ``a = b = c = d -> 0`` of the model; with them, the
+    posterior of ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A),
+    the missing ones taken from :data:`rvm_ppl.model.DEFAULT_PRIORS`.
     """
-    solver = options.get("solver", "fast")
     if solver not in ("fast", "full"):
         raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
     if likelihood == "bernoulli":
         if solver != "fast":
-            raise ValueError("The classifier's evidence method has the fast sequential solver only; "
-                             "use solver='fast'.")
-        if options.get("priors") is not None:
-            raise ValueError("method='evidence' with a Bernoulli likelihood supports no hyperpriors yet.")
-        res = fit_evidence_bernoulli(
-            basis, y, start=options.get("start"), max_iter=options.get("max_iter", 10_000),
-            tol=options.get("tol", 1e-3), alignment_test=options.get("alignment_test", True),
-        )
-        return _evidence_posterior(res, y, labels, options, random_state, attrs)
-    priors = options.get("priors")
-    priors = None if priors is None else resolve_priors(priors)
-    common = dict(
-        beta=options.get("beta"),
-        max_iter=options.get("max_iter", 10_000),
-    )
-    if options.get("learn_scales"):
-        if options.get("fixed_beta"):
-            raise ValueError("learn_scales=True re-estimates the noise; it cannot be combined with fit_noise=False.")
-        res, eta, history = fit_eta_rvm(
-            options["X"], y, eta0=options["eta0"], bias=options.get("bias", True), priors=priors,
-            extra_basis=options.get("extra_basis"), schedule=options.get("scale_schedule", "refine"),
-            alpha_tol=options.get("tol", 1e-3), alignment_test=options.get("alignment_test", True),
-            **common,
-        )
-        post = _evidence_posterior(res, y, labels, options, random_state, attrs)
-        post.info.update(eta=eta, scale_history=history)
-        return post
-    common.update(fixed_beta=options.get("fixed_beta", False), tol=options.get("tol", 1e-3))
+            raise ValueError("The classifier's evidence method has the fast sequential solver "
+                             "only; use solver='fast'.")
+        if priors is not None:
+            raise ValueError("method='evidence' with a Bernoulli likelihood supports no "
+                             "hyperpriors; leave priors=None.")
+        res = fit_evidence_bernoulli(basis, y, start=start, max_iter=max_iter, tol=tol,
+                                     alignment_test=alignment_test)
+        return _evidence_result(res, labels, likelihood)
+    if priors is not None:
+        priors = resolve_priors(priors)
+    scale = _target_scale(y)
+    t = y / scale
+    beta = None if beta is None else beta * scale**2
     if solver == "fast":
         res = fit_evidence_regression(
-            basis, y, start=options.get("start"), priors=priors,
-            alignment_test=options.get("alignment_test", True), **common,
+            basis, t, start=start, priors=priors, alignment_test=alignment_test, beta=beta,
+            fixed_beta=not fit_beta, max_iter=max_iter, tol=tol,
         )
     else:
         if priors is not None:
-            raise ValueError("solver='full' maximises the plain evidence; use solver='fast' with priors.")
-        res = fit_evidence_full(_dense_phi(basis, "solver='full'"), y, **common)
-    return _evidence_posterior(res, y, labels, options, random_state, attrs)
+            raise ValueError("solver='full' maximises the plain evidence; use solver='fast' "
+                             "with priors.")
+        res = fit_evidence_full(dense_phi(basis, "solver='full'"), t, beta=beta,
+                                fixed_beta=not fit_beta, max_iter=max_iter, tol=tol)
+    return _evidence_result(res, labels, likelihood, scale, len(y))
 
 
-def _evidence_posterior(res, y, labels, options, random_state, attrs):
-    """Posterior and lazy InferenceData of an :class:`~rvm_ppl.evidence.EvidenceResult`."""
-    relevant = np.isfinite(res.alpha)
-    draws, chains = options.get("draws", 1000), options.get("chains", 4)
-    build = partial(_evidence_idata, res, y, list(labels), chains, draws, random_state, attrs)
-    return Posterior(
-        support=res.active,
-        mean=res.mu,
-        cov=res.Sigma,
-        noise_var=None if res.beta is None else 1.0 / res.beta,
-        alpha=res.alpha,
-        beta=res.beta,
-        relevant=relevant,
-        idata_factory=build,
-        info={"result": res, "log_evidence": res.log_evidence, "n_iter": res.n_iter,
-              "converged": res.converged},
-    )
+def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, beta, eta0,
+                        bias, extra_basis, schedule):
+    """Type-II maximum likelihood with one learned Gaussian-kernel scale per input.
 
-
-def _evidence_idata(res, y, labels, chains, draws, random_state, attrs):
-    """InferenceData of an evidence fit: draws of w from N(mu, Sigma), alpha as a point."""
-    M = len(res.alpha)
-    rng = np.random.default_rng(random_state)
-    w = gaussian_draws(res.mu, res.Sigma, res.active, M, chains=chains, draws=draws, rng=rng)
-    mean = np.zeros(M)
-    mean[res.active] = res.mu
-    active_labels = [labels[j] for j in res.active]
-    idata = make_idata(
-        method="evidence",
-        basis=labels,
-        w=w,
-        alpha=np.broadcast_to(res.alpha, (chains, draws, M)),
-        beta=None if res.beta is None else np.full((chains, draws), res.beta),
-        y=y,
-        fit={
-            "mean": (("basis",), mean),
-            "alpha": (("basis",), res.alpha),
-            **({} if res.beta is None else {"beta": ((), res.beta)}),
-            "cov": (("active", "active_col"), res.Sigma),
-            "s": (("basis",), res.s),
-            "q": (("basis",), res.q),
-            "log_evidence": (("iteration",), res.log_evidence_trace),
-        },
-        attrs={"log_evidence": res.log_evidence, "n_iter": res.n_iter, **(attrs or {})},
-    )
-    idata.fit.coords["active"] = active_labels
-    idata.fit.coords["active_col"] = active_labels
-    return idata
-
-
-def fit_vb(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
-    """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``."""
-    Phi = _dense_phi(basis, "method='vb'")
-    p = resolve_priors(options.get("priors"))
-    kw = dict(max_iter=options.get("vb_max_iter", 5000), tol=options.get("vb_tol", 1e-7))
-    if likelihood == "gaussian":
-        res = fit_vb_regression(Phi, y, **p, **kw)
-    else:
-        res = fit_vb_classification(Phi, y, a=p["a"], b=p["b"], **kw)
-    support = np.flatnonzero(~res.pruned)
-    alpha_mean = res.alpha_mean
-    relevant, gamma = gamma_relevance(alpha_mean, np.diag(res.cov))
-    gaussian = likelihood == "gaussian"
-    beta_mean = res.beta_shape / res.beta_rate if gaussian else None
-    # E[1/beta] for Q(beta) = Gamma(c~, d~) is d~ / (c~ - 1).
-    noise_var = res.beta_rate / (res.beta_shape - 1) if gaussian else None
-    draws, chains = options.get("draws", 1000), options.get("chains", 4)
-    build = partial(_vb_idata, res, y, list(labels), gamma, chains, draws, random_state, attrs)
-    return Posterior(
-        support=support,
-        mean=res.mean[support],
-        cov=res.cov[np.ix_(support, support)],
-        noise_var=noise_var,
-        alpha=alpha_mean,
-        beta=beta_mean,
-        relevant=relevant,
-        idata_factory=build,
-        info={"result": res, "elbo": float(res.bound), "n_iter": res.n_iter,
-              "converged": res.converged, "gamma": gamma},
-    )
-
-
-def _vb_idata(res, y, labels, gamma, chains, draws, random_state, attrs):
-    """InferenceData of a vb fit: draws from Q(w) Q(alpha) Q(beta)."""
-    M = len(res.mean)
-    support = np.flatnonzero(~res.pruned)
-    gaussian = res.beta_shape is not None
-    rng = np.random.default_rng(random_state)
-    w = gaussian_draws(res.mean[support], res.cov[np.ix_(support, support)], support, M,
-                       chains=chains, draws=draws, rng=rng)
-    alpha = rng.gamma(res.alpha_shape, 1.0 / res.alpha_rate, size=(chains, draws, M))
-    beta = rng.gamma(res.beta_shape, 1.0 / res.beta_rate, size=(chains, draws)) if gaussian else None
-    fit = {
-        "mean": (("basis",), res.mean),
-        "cov": (("basis", "basis_col"), res.cov),
-        "alpha_shape": (("basis",), res.alpha_shape),
-        "alpha_rate": (("basis",), res.alpha_rate),
-        "gamma": (("basis",), gamma),
-        "elbo": (("iteration",), res.bound_trace),
-    }
-    if gaussian:
-        fit["beta_shape"] = ((), res.beta_shape)
-        fit["beta_rate"] = ((), res.beta_rate)
-    return make_idata(method="vb", basis=labels, w=w, alpha=alpha, beta=beta, y=y, fit=fit,
-                      attrs={"elbo": float(res.bound), "n_iter": res.n_iter, **(attrs or {})})
-
-
-def _sampled_posterior(idata, likelihood):
-    """Posterior moments and relevance of a sampled (advi, nuts) InferenceData."""
-    post = idata.posterior
-    M = post.sizes["basis"]
-    gaussian = likelihood == "gaussian"
-    beta = post["beta"].values.ravel() if gaussian else None
-    noise_var = float(np.mean(1.0 / beta)) if gaussian else None
-    gamma = np.asarray(idata.fit["gamma"].values)
-    return Posterior(
-        support=np.arange(M),
-        mean=np.asarray(idata.fit["mean"].values),
-        cov=np.asarray(idata.fit["cov"].values),
-        noise_var=noise_var,
-        alpha=np.median(post["alpha"].values.reshape(-1, M), axis=0),
-        beta=None if not gaussian else 1.0 / noise_var,
-        relevant=gamma > RELEVANCE_GAMMA,
-        idata_factory=partial(_same, idata),
-        info={"gamma": gamma, **{k: idata.attrs[k] for k in ("final_elbo", "n_iter") if k in idata.attrs}},
-        w_draws=None if gaussian else post["w"].values.reshape(-1, M),
-    )
-
-
-def _same(idata):
-    return idata
-
-
-def _sampler_kwargs(function, options):
-    """Split the estimator's ``sample_kwargs`` into ``function``'s own keywords and the rest."""
-    import inspect
-
-    known = set(inspect.signature(function).parameters)
-    extra = dict(options.get("sample_kwargs") or {})
-    own = {k: v for k, v in extra.items() if k in known}
-    return own, {k: v for k, v in extra.items() if k not in known}
-
-
-def _dense_phi(basis, method):
-    """The explicit design matrix, which every method but the fast evidence solver needs."""
-    if not isinstance(basis, DenseBasis):
-        raise ValueError(f"{method} needs the dense design matrix; for large N use method='evidence' with solver='fast'.")
-    return basis.Phi
-
-
-def _fit_sampled(function, passthrough, basis, y, labels, likelihood, options, random_state, attrs, **kw):
-    """Run a PyMC fitter of :mod:`rvm_ppl.sampling` and summarise its draws.
-
-    ``sample_kwargs`` entries that ``function`` accepts are passed to it; the
-    rest go on to PyMC under the keyword ``passthrough``.
+    Tipping (2001), App. C (:func:`rvm_ppl.scales.fit_eta_rvm`). Returns the
+    :class:`FitResult`, the learned scales and the history of the rounds.
     """
-    own, rest = _sampler_kwargs(function, options)
-    idata = function(
-        _dense_phi(basis, f"method={function.__name__[4:]!r}"), y, basis=list(labels),
-        likelihood=likelihood, priors=options.get("priors"), draws=options.get("draws", 1000),
-        blas_threads=options.get("blas_threads", 1), random_state=random_state,
-        **kw, **{passthrough: rest or None, **own},
+    if priors is not None:
+        priors = resolve_priors(priors)
+    scale = _target_scale(y)
+    res, eta, history = fit_eta_rvm(
+        X, y / scale, eta0=eta0, bias=bias, priors=priors, extra_basis=extra_basis,
+        schedule=schedule, alpha_tol=tol, alignment_test=alignment_test,
+        beta=None if beta is None else beta * scale**2, max_iter=max_iter,
     )
-    idata.attrs.update(attrs or {})
-    return _sampled_posterior(idata, likelihood)
+    return _evidence_result(res, labels, "gaussian", scale, len(y)), np.asarray(eta), history
 
 
-def fit_nuts(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
-    """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`)."""
-    from . import sampling
+def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol):
+    """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``."""
+    Phi = dense_phi(basis, "method='vb'")
+    p = resolve_priors(priors)
+    if likelihood == "gaussian":
+        scale = _target_scale(y)
+        res = fit_vb_regression(Phi, y / scale, **p, max_iter=max_iter, tol=tol)
+        return _vb_result(res, labels, likelihood, scale, len(y))
+    res = fit_vb_classification(Phi, y, a=p["a"], b=p["b"], max_iter=max_iter, tol=tol)
+    return _vb_result(res, labels, likelihood)
 
-    return _fit_sampled(
-        sampling.fit_nuts, "sample_kwargs", basis, y, labels, likelihood, options, random_state,
-        attrs, tune=options.get("tune", 1000), chains=options.get("chains", 4),
+
+def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
+    """A :class:`FitResult` from a :class:`~rvm_ppl.variational.VBResult` of ``y / scale``.
+
+    With ``t = y / s``: ``w = s w'``, the rates of ``Q(alpha)`` and ``Q(beta)``
+    are multiplied by ``s^2`` (their shapes stay), and the bound on
+    ``log p(y)`` is the bound on ``log p(t)`` minus ``N log s``.
+    """
+    support = np.flatnonzero(~res.pruned)
+    cov = res.cov[np.ix_(support, support)] if res.cov.shape[0] == len(res.mean) else res.cov
+    alpha_shape, alpha_rate = res.alpha_shape, res.alpha_rate * scale**2
+    alpha_mean = alpha_shape / alpha_rate  # Bishop & Tipping (2000), eq. (30)
+    cov = cov * scale**2
+    gamma = np.zeros(len(res.mean))
+    gamma[support] = 1.0 - alpha_mean[support] * np.diag(cov)
+    gaussian = likelihood == "gaussian"
+    shift = n_obs * np.log(scale)
+    fit = {"elbo": (("iteration",), res.bound_trace - shift),
+           "alpha_shape": (("candidate",), alpha_shape),
+           "alpha_rate": (("candidate",), alpha_rate)}
+    beta_gamma = noise_var = None
+    if gaussian:
+        beta_gamma = (res.beta_shape, res.beta_rate * scale**2)
+        fit.update(beta_shape=((), beta_gamma[0]), beta_rate=((), beta_gamma[1]))
+        # E[1/beta] for Q(beta) = Gamma(c~, d~) is d~ / (c~ - 1).
+        noise_var = beta_gamma[1] / (beta_gamma[0] - 1)
+    return FitResult(
+        method="vb",
+        likelihood=likelihood,
+        basis=tuple(labels),
+        support=support,
+        mean=res.mean[support] * scale,
+        cov=cov,
+        alpha=alpha_mean,
+        beta=1.0 / noise_var if gaussian else None,
+        noise_var=noise_var,
+        gamma=gamma,
+        relevant=gamma_relevance(gamma),
+        stats={"elbo": float(res.bound) - shift, "n_iter": int(res.n_iter),
+               "converged": int(res.converged)},
+        fit=fit,
+        alpha_gamma=(alpha_shape, alpha_rate),
+        beta_gamma=beta_gamma,
     )
 
 
-def fit_advi(basis, y, *, labels, likelihood="gaussian", options, random_state=None, attrs=None):
+def _sampling_model(basis, y, labels, likelihood, priors):
+    """The PyMC model of the sampling methods, hyperpriors in the units of ``y``."""
+    from .model import build_model, model_priors
+
+    p = (scale_priors(priors, _target_scale(y)) if likelihood == "gaussian"
+         else model_priors(priors, likelihood))
+    return build_model(dense_phi(basis, "method='advi'/'nuts'"), y, likelihood=likelihood,
+                       basis=list(labels), priors=p)
+
+
+def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, random_state,
+             sample_kwargs):
     """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.sampling.fit_advi`)."""
     from . import sampling
 
-    return _fit_sampled(
-        sampling.fit_advi, "fit_kwargs", basis, y, labels, likelihood, options, random_state, attrs,
-    )
+    model = _sampling_model(basis, y, labels, likelihood, priors)
+    return sampling.advi_result(model, n_iter=max_iter, tol=tol, draws=draws,
+                                random_state=random_state, **(sample_kwargs or {}))
+
+
+def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, random_state,
+             sample_kwargs):
+    """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`)."""
+    from . import sampling
+
+    model = _sampling_model(basis, y, labels, likelihood, priors)
+    return sampling.nuts_result(model, draws=draws, tune=tune, chains=chains,
+                                random_state=random_state, **(sample_kwargs or {}))
 
 
 _FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
 
-# How each stored quantity scales when the targets are multiplied by s:
-# value_original = value_standardised * s**power.
-_SCALE_POWERS = {
-    "w": 1, "mean": 1, "y": 1, "cov": 2,
-    "alpha": -2, "beta": -2, "alpha_rate": 2, "beta_rate": 2,
-    "s": -2, "q": -1,
-    "q_mean_w": 1, "q_sd_w": 1,  # ADVI's variational parameters of centred weights
-}
-_LOG_DENSITIES = ("log_evidence", "elbo", "final_elbo")  # shift by -N log s
-# ADVI's variational means of log alpha and log beta: shift by power * log s.
-_LOG_SHIFTS = {"q_mean_log_alpha": -2, "q_mean_log_beta": -2}
+
+def _target_scale(y):
+    """The standard deviation of the targets (1 when they are constant)."""
+    return float(np.std(y)) or 1.0
 
 
-def _rescale_posterior(post, scale, n_obs):
-    """Express a posterior fitted to ``y / scale`` in the units of ``y``."""
-    if scale == 1.0:
-        return post
-    info = dict(post.info)
-    for key in _LOG_DENSITIES:
-        if key in info:
-            info[key] = info[key] - n_obs * np.log(scale)
-    return Posterior(
-        support=post.support,
-        mean=post.mean * scale,
-        cov=post.cov * scale**2,
-        noise_var=None if post.noise_var is None else post.noise_var * scale**2,
-        alpha=post.alpha / scale**2,
-        beta=None if post.beta is None else post.beta / scale**2,
-        relevant=post.relevant,
-        idata_factory=partial(_rescaled_idata, post.idata_factory, scale, n_obs),
-        info=info,
-        w_draws=None if post.w_draws is None else post.w_draws * scale,
-    )
-
-
-def _with_relevance(factory, relevant, gamma):
-    """Add the ``relevance`` group: each method's decision and ``E[gamma_m]``."""
-    import xarray as xr
-
-    idata = factory()
-    basis = idata.posterior["basis"].values
-    ds = xr.Dataset(
-        {"relevant": (("basis",), np.asarray(relevant, dtype=bool)),
-         "gamma": (("basis",), np.asarray(gamma, dtype=float))},
-        coords={"basis": basis},
-    )
-    idata.add_groups({"relevance": ds})
-    return idata
-
-
-def _rescaled_idata(factory, scale, n_obs):
-    """The InferenceData of ``factory`` with every quantity in the units of ``y``."""
-    idata = factory()
-    for group in ("posterior", "fit", "observed_data"):
-        if group not in idata.groups():
-            continue
-        ds = idata[group]
-        for name in list(ds.data_vars):
-            if name in _SCALE_POWERS:
-                ds[name] = ds[name] * scale ** _SCALE_POWERS[name]
-            elif name in _LOG_SHIFTS:
-                ds[name] = ds[name] + _LOG_SHIFTS[name] * np.log(scale)
-            elif name in _LOG_DENSITIES:
-                ds[name] = ds[name] - n_obs * np.log(scale)
-    for key in _LOG_DENSITIES:
-        if key in idata.attrs:
-            idata.attrs[key] = idata.attrs[key] - n_obs * np.log(scale)
-    idata.attrs["target_scale"] = scale
-    return idata
-
-
-def fit(basis, y, *, method="evidence", labels, likelihood="gaussian", options=None, random_state=None, attrs=None):
-    """Fit the RVM to ``y`` on the given basis by one of the methods in ``_FIT_METHODS``.
+def fit(method, basis, y, *, blas_threads=1, **kwargs):
+    """Fit the RVM to ``y`` on ``basis`` by one of the methods in ``_FIT_METHODS``.
 
     Parameters
     ----------
-    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
-    y : ndarray of shape (N,)
     method : str
         A key of ``_FIT_METHODS``.
-    labels : list of str
-        Basis labels.
-    likelihood : {"gaussian", "bernoulli"}
-    options : dict, optional
-        Method options (``max_iter``, ``draws``, ``priors``, ...). A given
-        ``beta`` is in the units of ``y``. ``blas_threads`` (default 1)
-        limits BLAS threads during the fit; ``None`` leaves them alone.
-    random_state : int or None
-    attrs : dict, optional
-        Extra InferenceData attributes.
+    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
+    y : ndarray of shape (N,)
+    blas_threads : int or None
+        BLAS threads during the fit (default 1, the fastest measured on
+        2-core machines; ``None`` leaves the library's default).
+    **kwargs
+        The fitter's keyword arguments.
 
     Returns
     -------
-    Posterior
+    FitResult
     """
+    from threadpoolctl import threadpool_limits
+
     try:
         fitter = _FIT_METHODS[method]
     except (KeyError, TypeError):
         raise ValueError(f"Unknown method {method!r}; expected one of {sorted(_FIT_METHODS)}.") from None
-    if isinstance(basis, np.ndarray):
-        basis = DenseBasis(basis)
-    options = dict(options or {})
-    scale = 1.0
-    if likelihood == "gaussian":
-        # The priors apply to targets divided by their standard deviation,
-        # which makes every method invariant to the units of y.
-        scale = float(np.std(y)) or 1.0
-        y = y / scale
-        if options.get("beta") is not None:
-            options["beta"] = options["beta"] * scale**2
-    # One BLAS thread by default: on small and mid-size matrices several
-    # threads are far slower on 2-core machines (benchmarks/bench_evidence.py).
-    with threadpool_limits(limits=options.get("blas_threads", 1), user_api="blas"):
-        post = fitter(
-            basis, y, labels=labels, likelihood=likelihood, options=options,
-            random_state=random_state, attrs=attrs,
-        )
-    gamma = post.info.get("gamma")
-    if gamma is None:  # evidence: gamma_m = 1 - alpha_m Sigma_mm in the model, 0 outside
-        gamma = np.zeros(len(post.alpha))
-        gamma[post.support] = 1.0 - post.alpha[post.support] * np.diag(post.cov)
-    post.idata_factory = partial(_with_relevance, post.idata_factory, post.relevant, gamma)
-    return _rescale_posterior(post, scale, len(y))
+    if blas_threads is None:
+        return fitter(basis, y, **kwargs)
+    with threadpool_limits(limits=blas_threads, user_api="blas"):
+        return fitter(basis, y, **kwargs)

@@ -9,7 +9,7 @@ The hierarchical model of Tipping (2001), §2.1::
     alpha_m ~ Gamma(a, b)                    weight precisions, m = 0..M-1
     beta    ~ Gamma(c, d)                    noise precision (regression)
     w_m | alpha_m ~ Normal(0, alpha_m^{-1})  eq. (5)
-    t_n | w, beta ~ Normal(phi(x_n)^T w, beta^{-1})   eq. (3)
+    t_n | w, beta ~ Normal(phi(x_n)^T w, beta^{-1})   eq. (4)
 
 Three parameterisations describe the same joint distribution:
 
@@ -18,8 +18,9 @@ Three parameterisations describe the same joint distribution:
     drawn exactly afterwards: the geometry NUTS and ADVI handle best.
 
     *Regression*: ``w`` integrated out,
-    ``t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping 2001, eq. 7);
-    ``w`` is drawn afterwards from its Gaussian conditional (eqs. 12-13).
+    ``t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping 2001, eq. 15);
+    ``w`` is a deterministic function of ``(alpha, beta)`` and a standard
+    normal ``w_std``, an exact draw from its Gaussian conditional (eqs. 12-13).
     The likelihood is evaluated in the M x M form with an analytic gradient
     (:func:`_marginal_loglike`), not as an N x N ``MvNormal``.
 
@@ -64,56 +65,68 @@ Bishop & Tipping uses :data:`DEFAULT_PRIORS`.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-# Gamma(a, b) on every alpha_m and Gamma(c, d) on beta (shape, rate). Tipping
-# (2001) takes a = b = c = d -> 0, uniform priors on log alpha and log beta,
-# which type-II maximum likelihood reproduces exactly; PyMC needs proper
-# priors, so the default is small but positive. The estimators apply them to
-# targets divided by their standard deviation, so the model is scale-free.
-DEFAULT_PRIORS = {"a": 1e-6, "b": 1e-6, "c": 1e-6, "d": 1e-6}
-
-# The hyperprior on alpha of the Bernoulli PyMC model (NUTS and ADVI); see the
-# module docstring, "Hyperpriors of the classifier".
-BERNOULLI_PRIORS = {"a": 3.0, "b": 2.0}
+from ._priors import BERNOULLI_PRIORS, DEFAULT_PRIORS, resolve_priors, scale_priors  # noqa: F401
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
-
-
-def resolve_priors(priors=None, defaults=None):
-    """Complete and check a dict of Gamma hyperprior parameters.
-
-    Parameters
-    ----------
-    priors : dict, optional
-        Any of ``"a", "b", "c", "d"``.
-    defaults : dict, optional
-        Values for the missing ones, completed by :data:`DEFAULT_PRIORS`
-        (e.g. :data:`BERNOULLI_PRIORS`).
-
-    Returns
-    -------
-    dict
-    """
-    out = {**DEFAULT_PRIORS, **(defaults or {})}
-    if priors is not None:
-        if not isinstance(priors, dict):
-            raise TypeError(f"priors must be a dict with keys a, b, c, d; got {type(priors).__name__}.")
-        unknown = set(priors) - set(out)
-        if unknown:
-            raise ValueError(f"Unknown prior parameter(s) {sorted(unknown)}; expected a subset of ['a', 'b', 'c', 'd'].")
-        out.update(priors)
-    for k, v in out.items():
-        if not np.isfinite(v) or v < 0:
-            raise ValueError(f"Prior parameter {k} must be finite and non-negative; got {v!r}.")
-    return out
 
 
 def model_priors(priors, likelihood):
     """The hyperpriors of the PyMC model: ``priors`` completed for ``likelihood``."""
     return resolve_priors(priors, BERNOULLI_PRIORS if likelihood == "bernoulli" else None)
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What :func:`build_model` declared, for the fitters that take a model.
+
+    Attached to the model as ``model.rvm_spec``. A model written by hand
+    (without it) is read by its variable names: free ``alpha`` and ``w``
+    (dims ``basis``), optional ``beta``, the observed ``y`` and the data
+    ``Phi``; see :func:`model_spec`.
+    """
+
+    likelihood: str
+    parameterization: str
+    priors: dict
+    alpha: np.ndarray | None = None  # the fixed alpha, or None when it is a variable
+    beta: float | None = None  # the fixed beta, or None
+
+
+def model_spec(model):
+    """The :class:`ModelSpec` of ``model``: attached by :func:`build_model`, else read from it.
+
+    A model without the attribute is taken to be in the centred form: ``w``
+    must be in it, and the likelihood is ``"gaussian"`` when it has a
+    ``beta``, ``"bernoulli"`` when ``y`` is Bernoulli, ``"other"`` otherwise
+    (its pointwise log-likelihood then comes from PyMC).
+    """
+    spec = getattr(model, "rvm_spec", None)
+    if spec is not None:
+        return spec
+    names = set(model.named_vars)
+    missing = {"w", "y", "Phi"} - names
+    if missing:
+        raise ValueError(
+            f"The model has no {sorted(missing)}: rvm_ppl's fitters need the weights 'w' (dims "
+            "'basis'), the observed 'y' and the design matrix 'Phi' as data, as build_model names them."
+        )
+    import pymc as pm
+
+    if "beta" in names:
+        likelihood = "gaussian"
+    elif isinstance(model["y"].owner.op, type(pm.Bernoulli.dist(p=0.5).owner.op)):
+        likelihood = "bernoulli"
+    else:
+        likelihood = "other"
+    if "alpha" not in names or (likelihood == "gaussian" and "beta" not in names):
+        raise ValueError("A model without rvm_spec needs free 'alpha' (and 'beta' for a Gaussian "
+                         "likelihood); fix them through build_model(alpha=..., beta=...).")
+    return ModelSpec(likelihood, "centered", {})
 
 
 def build_model(
@@ -129,6 +142,24 @@ def build_model(
 ):
     """Declare the RVM as a PyMC model.
 
+    The model is an ordinary :class:`pymc.Model`: ``pm.sample``,
+    ``pm.fit``, ``pm.model_to_graphviz`` and ``pm.set_data`` work on it, and
+    :func:`rvm_ppl.fit_nuts` / :func:`rvm_ppl.fit_advi` turn it into the
+    package's InferenceData. To predict, set new design rows and sample the
+    posterior predictive::
+
+        with model:
+            pm.set_data({"Phi": Phi_new})
+            pred = pm.sample_posterior_predictive(idata, predictions=True)
+
+    In every form ``w`` is in the posterior (in the marginal regression it
+    is drawn exactly from ``w | alpha, beta, t``), so the predictions come
+    from the posterior of the weights. The training data's
+    sufficient statistics ``Phi^T Phi`` and ``Phi^T t`` are data of their
+    own (``"PhiT_Phi"``, ``"PhiT_y"``) in the marginal regression: new rows
+    of ``Phi`` leave the fit alone; to fit new training data, build a new
+    model.
+
     Parameters
     ----------
     Phi : ndarray of shape (N, M)
@@ -141,9 +172,12 @@ def build_model(
         ``"phi_0", "phi_1", ...``.
     priors : dict, optional
         Gamma hyperprior parameters ``a, b`` (on ``alpha``) and ``c, d`` (on
-        ``beta``), shape and rate. They must be positive here. Missing ones
-        take :data:`DEFAULT_PRIORS`, or for ``a, b`` with the Bernoulli
-        likelihood :data:`BERNOULLI_PRIORS`.
+        ``beta``), shape and rate, in the units of ``y``. Missing ones take
+        :data:`DEFAULT_PRIORS`, or for ``a, b`` with the Bernoulli
+        likelihood :data:`BERNOULLI_PRIORS`. The defaults are vague for
+        targets of unit scale; the estimators pass the rates ``b`` and ``d``
+        multiplied by ``var(y)`` (:func:`scale_priors`), which is the same
+        model as the defaults on ``y / std(y)``.
     parameterization : {"marginal", "centered", "noncentered"}
         How the weights enter; see the module docstring.
     alpha, beta : array-like or float, optional
@@ -155,26 +189,46 @@ def build_model(
     Returns
     -------
     pymc.Model
-        With coords ``obs`` and ``basis``, data ``Phi`` and ``y_obs``, free
+        With coords ``basis``, data ``Phi`` and ``y_obs``, free
         variables ``alpha`` (dims ``basis``; except in the marginal
         classifier) and ``beta`` (regression) unless fixed, ``w`` (dims
-        ``basis``; a free or deterministic variable except in the marginal
-        regression), and the observed ``y`` (dims ``obs``).
+        ``basis``; free, or deterministic in the non-centred form and the
+        marginal regression), the observed ``y`` (as many rows as ``Phi``), and the
+        attribute ``rvm_spec`` (:class:`ModelSpec`).
+
+    Examples
+    --------
+    >>> import numpy as np, pymc as pm
+    >>> from rvm_ppl import build_model
+    >>> Phi = np.column_stack([np.ones(5), np.arange(5.0)])
+    >>> model = build_model(Phi, np.array([0.1, 1.2, 1.9, 3.1, 4.0]))
+    >>> sorted(v.name for v in model.free_RVs)
+    ['alpha', 'beta', 'w_std']
+    >>> with model:
+    ...     pm.set_data({"Phi": Phi[:2]})
+    >>> model["y"].eval({model["alpha"]: np.ones(2), model["beta"]: 1.0,
+    ...                  model["w_std"]: np.zeros(2)}).shape
+    (2,)
     """
     import pymc as pm
-    import pytensor
     import pytensor.tensor as pt
 
     Phi = np.asarray(Phi, dtype=float)
     y = np.asarray(y, dtype=float)
+    if Phi.ndim != 2:
+        raise ValueError(f"Phi must be a 2-D design matrix; got shape {Phi.shape}.")
     N, M = Phi.shape
     if y.shape != (N,):
         raise ValueError(f"y has shape {y.shape}; expected ({N},) to match Phi.")
+    if not (np.isfinite(Phi).all() and np.isfinite(y).all()):
+        raise ValueError("Phi and y must be finite (no NaN or inf).")
     if likelihood not in ("gaussian", "bernoulli"):
         raise ValueError(f"Unknown likelihood {likelihood!r}; expected 'gaussian' or 'bernoulli'.")
     if parameterization not in PARAMETERIZATIONS:
         raise ValueError(f"Unknown parameterization {parameterization!r}; expected one of {list(PARAMETERIZATIONS)}.")
     bernoulli = likelihood == "bernoulli"
+    if bernoulli and not np.isin(y, (0.0, 1.0)).all():
+        raise ValueError("The Bernoulli likelihood needs 0/1 labels in y.")
     if bernoulli and parameterization == "marginal" and alpha is not None:
         raise ValueError(
             "The marginal classifier integrates alpha out; fix alpha with the 'centered' or "
@@ -184,20 +238,31 @@ def build_model(
     if min(p.values()) <= 0:
         raise ValueError("PyMC needs proper hyperpriors: a, b, c, d must be positive.")
     basis = list(basis) if basis is not None else [f"phi_{m}" for m in range(M)]
-    coords = {"obs": np.arange(N), "basis": basis}
+    if len(basis) != M:
+        raise ValueError(f"basis has {len(basis)} labels for the {M} columns of Phi.")
+    coords = {"basis": basis}
+    spec = ModelSpec(
+        likelihood, parameterization, p,
+        alpha=None if alpha is None else np.broadcast_to(np.asarray(alpha, dtype=float), (M,)),
+        beta=None if beta is None else float(beta),
+    )
 
     with pm.Model(coords=coords) as model:
-        Phi_d = pm.Data("Phi", Phi, dims=("obs", "basis"))
-        # The targets enter as data too, so that compiled functions (and
-        # PyTensor's on-disk cache of them) depend on shapes, not on values.
-        y_d = pm.Data("y_obs", y if likelihood == "gaussian" else y.astype(np.int64), dims="obs")
+        # No "obs" dimension on the rows: pm.set_data({"Phi": new_rows}) alone
+        # then predicts at new inputs. The targets enter as data too, so that
+        # compiled functions (and PyTensor's on-disk cache of them) depend on
+        # shapes, not on values.
+        Phi_d = pm.Data("Phi", Phi)
+        y_d = pm.Data("y_obs", y if likelihood == "gaussian" else y.astype(np.int64))
+        n_rows = Phi_d.shape[0]  # y follows the rows of Phi, so pm.set_data on Phi predicts
         if bernoulli and parameterization == "marginal":
             # Tipping (2001) eq. (32): alpha_m ~ Gamma(a, b) integrated out.
             w = pm.StudentT(
                 "w", nu=2 * p["a"], mu=0.0, sigma=np.sqrt(p["b"] / p["a"]), dims="basis",
                 transform=_scaled_asinh_class()(np.sqrt(2 * p["b"])),
             )
-            pm.Bernoulli("y", logit_p=Phi_d @ w, observed=y_d, dims="obs")  # eq. (23)
+            pm.Bernoulli("y", logit_p=Phi_d @ w, observed=y_d, shape=n_rows)  # eq. (23)
+            model.rvm_spec = spec
             return model
         if alpha is None:
             alpha_v = pm.Gamma("alpha", alpha=p["a"], beta=p["b"], dims="basis")  # eq. (6)
@@ -210,21 +275,31 @@ def build_model(
                 beta_v = pt.as_tensor_variable(float(beta))
 
         if parameterization == "marginal":
-            # Tipping (2001) eq. (7): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),
-            # evaluated in the M x M form with its analytic gradient.
-            PtP = pytensor.shared(Phi.T @ Phi, name="PhiT_Phi")  # fixed, not model data
-            marginal = _marginal_loglike(Phi_d, PtP)
+            # Tipping (2001) eq. (15): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),
+            # evaluated in the M x M form with its analytic gradient, from the
+            # training data's sufficient statistics.
+            PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
+            Pty = pm.Data("PhiT_y", Phi.T @ y)
+            # w | alpha, beta, t ~ N(mu, Sigma) (eqs. 12-13), drawn exactly:
+            # w = mu + L^{-T} z with L L^T = Sigma^{-1} and z ~ N(0, I), which is
+            # independent of (alpha, beta) in the posterior.
+            z = pm.Normal("w_std", 0.0, 1.0, dims="basis")
+            w = pm.Deterministic("w", _conditional_weights(alpha_v, beta_v, PtP, Pty, z),
+                                 dims="basis")
+            marginal = _marginal_loglike()
             pm.CustomDist(
                 "y",
-                pt.zeros(N),  # the mean; its length fixes the support shape
+                w,
                 alpha_v,
                 beta_v,
-                logp=lambda value, mu, a, b: marginal(value - mu, a, b),
-                random=_marginal_random(Phi),
-                signature="(n),(m),()->(n)",
+                Phi_d,
+                PtP,
+                logp=lambda value, w, a, b, Phi, PtP: marginal(value, a, b, Phi, PtP),
+                random=_gaussian_random,
+                signature="(m),(m),(),(n,m),(m,m)->(n)",
                 observed=y_d,
-                dims="obs",
             )
+            model.rvm_spec = spec
             return model
 
         if parameterization == "centered":
@@ -234,10 +309,32 @@ def build_model(
             w = pm.Deterministic("w", w_raw * alpha_v**-0.5, dims="basis")
         f = Phi_d @ w
         if likelihood == "gaussian":
-            pm.Normal("y", mu=f, sigma=beta_v**-0.5, observed=y_d, dims="obs")  # eq. (3)
+            pm.Normal("y", mu=f, sigma=beta_v**-0.5, observed=y_d, shape=n_rows)  # eq. (4)
         else:
-            pm.Bernoulli("y", logit_p=f, observed=y_d, dims="obs")  # Tipping (2001) eq. (23)
+            pm.Bernoulli("y", logit_p=f, observed=y_d, shape=n_rows)  # Tipping (2001) eq. (23)
+    model.rvm_spec = spec
     return model
+
+
+def _conditional_weights(alpha, beta, PtP, Pty, z):
+    """``mu + L^{-T} z``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
+
+    ``L L^T = beta Phi^T Phi + A = Sigma^{-1}`` (Tipping 2001, eq. 12) and
+    ``mu = beta Sigma Phi^T t`` (eq. 13); ``L^{-T} z`` has covariance Sigma.
+    """
+    import pytensor.tensor as pt
+    from pytensor.tensor.slinalg import solve_triangular
+
+    L = pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
+    v = solve_triangular(L, beta * Pty, lower=True)
+    return solve_triangular(L.T, v + z, lower=False)
+
+
+def _gaussian_random(w, alpha, beta, Phi, PtP, rng=None, size=None):
+    """Draws of ``t`` given ``w`` and ``beta``: ``Phi w + noise`` (Tipping 2001, eq. 3)."""
+    f = np.einsum("...nm,...m->...n", Phi, w)
+    noise = rng.standard_normal(size if size is not None else f.shape)
+    return f + noise / np.sqrt(np.asarray(beta))[..., None]
 
 
 def alpha_given_weights(w, priors, rng):
@@ -297,10 +394,10 @@ def _scaled_asinh_class():
     return ScaledAsinh
 
 
-def _marginal_loglike(Phi, PhiT_Phi):
+def _marginal_loglike():
     """``log N(t | 0, C)``, ``C = beta^{-1} I + Phi A^{-1} Phi^T``, as a PyTensor op.
 
-    Tipping (2001) eq. (7) in the M x M form of his Appendix A: with
+    Tipping (2001) eq. (15) in the M x M form of his Appendix A: with
     ``H = beta Phi^T Phi + A = Sigma^{-1}`` (eq. 12) and
     ``mu = beta Sigma Phi^T t`` (eq. 13),
 
@@ -321,18 +418,12 @@ def _marginal_loglike(Phi, PhiT_Phi):
     for a Cholesky factor (some ``alpha_m`` tiny), which NUTS otherwise
     reports as divergences.
 
-    Parameters
-    ----------
-    Phi, PhiT_Phi : TensorVariable
-        The design matrix and ``Phi^T Phi`` (shared variables, so that the
-        compiled function does not depend on the data's values). ``PhiT_Phi``
-        is fixed when the model is built: ``pymc.set_data`` on ``"Phi"`` is
-        not supported in this form.
-
     Returns
     -------
     callable
-        ``f(value, alpha, beta) -> scalar`` on PyTensor variables.
+        ``f(value, alpha, beta, Phi, PhiT_Phi) -> scalar`` on PyTensor
+        variables; ``PhiT_Phi`` is ``Phi^T Phi`` of the training data, kept
+        as data so that it is not recomputed at every evaluation.
     """
     import pytensor.tensor as pt
     from pytensor.compile.builders import OpFromGraph
@@ -378,26 +469,8 @@ def _marginal_loglike(Phi, PhiT_Phi):
            pt.matrix("PtP")]
     op = RVMMarginalLogp(ins, value_and_gradient(*ins), inline=True)
 
-    def marginal(value, alpha, beta):
+    def marginal(value, alpha, beta, Phi, PhiT_Phi):
         args = (value, alpha, beta, Phi, PhiT_Phi)
         return op(*(pt.cast(pt.as_tensor_variable(v), "float64") for v in args))[0]
 
     return marginal
-
-
-def _marginal_random(Phi):
-    """Draws of ``t`` from the marginal model: ``Phi w + noise`` with ``w ~ N(0, A^{-1})``."""
-
-    def random(mu, alpha, beta, rng=None, size=None):
-        alpha = np.asarray(alpha, dtype=float)
-        beta = np.asarray(beta, dtype=float)
-        batch = (
-            tuple(size)
-            if size is not None
-            else np.broadcast_shapes(np.shape(mu)[:-1], alpha.shape[:-1], beta.shape)
-        )
-        w = rng.standard_normal(batch + (Phi.shape[1],)) / np.sqrt(alpha)
-        noise = rng.standard_normal(batch + (Phi.shape[0],)) / np.sqrt(beta)[..., None]
-        return mu + w @ Phi.T + noise
-
-    return random

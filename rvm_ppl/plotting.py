@@ -218,19 +218,26 @@ def plot_decision(
 
 
 def _alpha_summary(idata, hdi_prob):
-    """Per basis: median and HDI of log10 alpha, whether it is a point, pruned flags."""
+    """Per candidate basis: median and HDI of log10 alpha, whether it is a point, pruned flags.
+
+    The posterior covers the bases in the method's model; the others are
+    pruned (``alpha = inf``, listed in ``idata.relevance``).
+    """
     import arviz as az
 
+    labels = [str(b) for b in idata.relevance["basis"].values]
     a = idata.posterior["alpha"]
-    pruned = np.isinf(a).all(dim=("chain", "draw")).values
-    la = np.log10(a.where(np.isfinite(a)))
+    kept = [labels.index(str(b)) for b in a["basis"].values]
     point = bool(idata.attrs.get("inference_method") == "evidence")
-    med = la.median(dim=("chain", "draw")).values
+    med, lo, hi = (np.full(len(labels), np.inf) for _ in range(3))
+    la = np.log10(a)
+    med[kept] = la.median(dim=("chain", "draw")).values
     if point:
-        lo = hi = med
-    else:
-        hdi = az.hdi(la.fillna(0.0), hdi_prob=hdi_prob)["alpha"].values
-        lo, hi = hdi[:, 0], hdi[:, 1]
+        lo[kept] = hi[kept] = med[kept]
+    elif kept:
+        hdi = az.hdi(la, hdi_prob=hdi_prob)["alpha"].values
+        lo[kept], hi[kept] = hdi[:, 0], hdi[:, 1]
+    pruned = np.isinf(idata.relevance["alpha"].values)
     return med, lo, hi, pruned, point
 
 
@@ -274,11 +281,8 @@ def plot_alpha(
     elif not isinstance(idatas, (list, tuple)):
         idatas = [idatas]
     model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
-    labels = [str(b) for b in idatas[0].posterior["basis"].values]
-    relevant = np.array([
-        i.relevance["relevant"].values if "relevance" in i.groups() else np.ones(len(labels), bool)
-        for i in idatas
-    ])
+    labels = [str(b) for b in idatas[0].relevance["basis"].values]
+    relevant = np.array([i.relevance["relevant"].values for i in idatas])
     if basis is None:
         show = np.flatnonzero(relevant.any(axis=0))
     elif isinstance(basis, str) and basis == "all":

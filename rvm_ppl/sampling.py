@@ -1,15 +1,18 @@
 """NUTS and ADVI on the PyMC model of :func:`rvm_ppl.model.build_model`.
 
-Both functions take the design matrix and the targets (regression targets
-are expected divided by their standard deviation, as the estimators do) and
-return the package's one InferenceData layout (:func:`rvm_ppl._idata.make_idata`).
+Both public functions take a PyMC model of :func:`rvm_ppl.model.build_model`
+(or one a user changed, as long as it names its variables the same way:
+see :func:`rvm_ppl.model.model_spec`) and return the package's one
+InferenceData layout (:func:`rvm_ppl._idata.to_idata`). The estimators call
+:func:`nuts_result` and :func:`advi_result`, which return the
+:class:`~rvm_ppl.inference.FitResult` instead.
 
 Parameterisation
 ----------------
 Regression defaults to the ``"marginal"`` form: ``w`` integrated out
-(Tipping 2001, eq. 7), ``(alpha, beta)`` sampled or fitted, and ``w`` drawn
-afterwards, for every draw of ``(alpha, beta)``, from its exact Gaussian
-conditional ``N(mu, Sigma)`` (eqs. 12-13). Classification defaults to its
+(Tipping 2001, eq. 15), ``(alpha, beta)`` sampled or fitted together with a
+standard normal ``w_std``, and ``w = mu + L^{-T} w_std`` an exact draw from
+its Gaussian conditional ``N(mu, Sigma)`` (eqs. 12-13) at every draw. Classification defaults to its
 own ``"marginal"`` form: ``alpha`` integrated out (Student-t weights,
 Tipping 2001, eq. 32, sampled on an asinh scale), and ``alpha`` drawn
 afterwards from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``;
@@ -99,12 +102,13 @@ import time
 import warnings
 
 import numpy as np
-from scipy import linalg, special
+from scipy import special
 from sklearn.exceptions import ConvergenceWarning
 
-from ._idata import make_idata
+from ._idata import to_idata
 from ._linalg import cho_covariance, cho_solve, cholesky_jittered
-from .model import alpha_given_weights, build_model, model_priors
+from .inference import FitResult, gamma_relevance
+from .model import alpha_given_weights, model_spec
 
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax")
 ADVI_METHODS = ("advi", "fullrank_advi")
@@ -115,6 +119,8 @@ ESS_MIN_PER_CHAIN = 100
 ADVI_WINDOW = 1000
 ADVI_TOL = 1e-2
 ADVI_LEARNING_RATE = 1e-2
+ADVI_MAX_ITER = 50_000
+DRAWS, TUNE, CHAINS = 1000, 1000, 4
 
 # What a missing sampler needs (pm.sample's nuts_sampler -> modules).
 _SAMPLER_MODULES = {
@@ -129,27 +135,18 @@ class SamplingWarning(UserWarning):
     """NUTS diagnostics (divergences, r-hat, ESS) suggest an unreliable posterior."""
 
 
-def _prepare(Phi, y, basis, likelihood, priors, parameterization, alpha, beta):
-    """Arrays, basis labels, the parameterisation and the PyMC model of a fit.
-
-    The default parameterisation is ``"marginal"``, except for a classifier
-    with ``alpha`` fixed: ``"centered"``.
-    """
-    if parameterization is None:
-        parameterization = "marginal" if likelihood == "gaussian" or alpha is None else "centered"
-    Phi = np.asarray(Phi, dtype=float)
-    y = np.asarray(y, dtype=float)
-    basis = list(basis) if basis is not None else [f"phi_{m}" for m in range(Phi.shape[1])]
-    model = build_model(
-        Phi, y, likelihood=likelihood, basis=basis, priors=priors,
-        parameterization=parameterization, alpha=alpha, beta=beta,
-    )
+def _check_model(model):
+    """The model's spec, after checking that there is something to fit."""
+    spec = model_spec(model)
     if not model.free_RVs:
+        raise ValueError("Nothing to fit: the model has no free variables.")
+    if spec.parameterization == "marginal" and spec.likelihood == "gaussian" and \
+            spec.alpha is not None and spec.beta is not None:
         raise ValueError(
             "Nothing to fit: alpha and beta are both fixed in the marginal form; "
             "use rvm_ppl.evidence.posterior_given for the exact posterior of w."
         )
-    return Phi, y, basis, parameterization, model
+    return spec
 
 
 def _check_sampler(nuts_sampler):
@@ -188,67 +185,59 @@ def _blas_limit(blas_threads):
     return threadpool_limits(limits=blas_threads, user_api="blas")
 
 
-def _free_draws(posterior, name, fixed, shape):
-    """Draws of ``alpha`` or ``beta`` from the posterior, or the fixed value broadcast."""
-    if fixed is None:
-        return np.asarray(posterior[name].values, dtype=float)
-    return np.broadcast_to(np.asarray(fixed, dtype=float), shape).copy()
+@contextlib.contextmanager
+def _quiet_compilation():
+    """Silence what the compilers say about performance, not about correctness.
 
-
-def _conditional_weights(Phi, y, alpha, beta, rng):
-    """Exact draws of ``w | alpha, beta, y`` and the moments they imply.
-
-    For every draw ``(alpha, beta)``: ``Sigma = (beta Phi^T Phi + A)^{-1}``
-    (Tipping 2001, eq. 12), ``mu = beta Sigma Phi^T y`` (eq. 13) and one
-    ``w ~ N(mu, Sigma)``.
-
-    Returns
-    -------
-    w : ndarray of shape (chain, draw, M)
-    mean : ndarray of shape (M,)
-        ``E[w] = E[mu]``, the Rao-Blackwellised posterior mean.
-    cov : ndarray of shape (M, M)
-        ``Cov[w] = E[Sigma] + Cov[mu]``.
-    gamma : ndarray of shape (M,)
-        ``E[gamma_m] = E[1 - alpha_m Sigma_mm]`` (eq. 17).
+    numba notes that a matrix-vector product meets a transposed, hence
+    non-contiguous, M x M array: harmless at these sizes.
     """
-    C, D, M = alpha.shape
-    PtP = Phi.T @ Phi
-    Pty = Phi.T @ y
-    w = np.empty((C, D, M))
-    mu_sum = np.zeros(M)
-    second = np.zeros((M, M))  # sum of Sigma + mu mu^T
-    gamma_sum = np.zeros(M)
-    for c in range(C):
-        for d in range(D):
-            a, b = alpha[c, d], beta[c, d]
-            L = cholesky_jittered(b * PtP + np.diag(a), what="posterior precision of the weights")
-            mu = cho_solve(L, b * Pty)  # eq. (13)
-            z = rng.standard_normal(M)
-            # L^{-T} z has covariance L^{-T} L^{-1} = Sigma.
-            w[c, d] = mu + linalg.solve_triangular(L, z, lower=True, trans="T", check_finite=False)
-            Sigma = cho_covariance(L)  # eq. (12)
-            mu_sum += mu
-            second += Sigma + np.outer(mu, mu)
-            gamma_sum += 1.0 - a * np.diag(Sigma)
-    n = C * D
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
+        yield
+
+
+def _data(model, name):
+    return np.asarray(model[name].get_value(), dtype=float)
+
+
+def _conditional_moments(PtP, Pty, alpha, beta):
+    """Rao-Blackwellised moments of ``w`` and ``E[gamma_m]`` over draws of ``(alpha, beta)``.
+
+    For every draw: ``Sigma = (beta Phi^T Phi + A)^{-1}`` (Tipping 2001,
+    eq. 12), ``mu = beta Sigma Phi^T t`` (eq. 13). Returns ``E[mu]``,
+    ``E[Sigma] + Cov[mu]`` and ``E[1 - alpha_m Sigma_mm]`` (eq. 17).
+    """
+    M = alpha.shape[-1]
+    flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
+    mu_sum, second, gamma_sum = np.zeros(M), np.zeros((M, M)), np.zeros(M)
+    for a, b in zip(flat_a, flat_b, strict=True):
+        L = cholesky_jittered(b * PtP + np.diag(a), what="posterior precision of the weights")
+        mu = cho_solve(L, b * Pty)
+        Sigma = cho_covariance(L)
+        mu_sum += mu
+        second += Sigma + np.outer(mu, mu)
+        gamma_sum += 1.0 - a * np.diag(Sigma)
+    n = len(flat_a)
     mean = mu_sum / n
-    return w, mean, second / n - np.outer(mean, mean), gamma_sum / n
+    return mean, second / n - np.outer(mean, mean), gamma_sum / n
 
 
-def _weight_moments(Phi, y, w, alpha, beta, likelihood):
+def _sample_moments(Phi, w, alpha, beta, likelihood):
     """Sample moments of ``w`` draws, and ``E[gamma_m]`` with ``Sigma`` at each draw.
 
     Regression: ``Sigma`` is the exact conditional covariance given
     ``(alpha, beta)`` (Tipping 2001, eq. 12). Classification: ``Sigma`` is
     ``(Phi^T B Phi + A)^{-1}`` with ``B`` the logistic curvature at the
     draw's ``w`` (eqs. 25-26 evaluated at the draw instead of the mode).
+    Another likelihood has no such ``Sigma``: ``gamma`` is NaN.
     """
     M = w.shape[-1]
-    flat_w = w.reshape(-1, M)
-    flat_a = alpha.reshape(-1, M)
+    flat_w, flat_a = w.reshape(-1, M), alpha.reshape(-1, M)
     mean = flat_w.mean(axis=0)
     cov = np.cov(flat_w, rowvar=False).reshape(M, M) if len(flat_w) > 1 else np.zeros((M, M))
+    if likelihood == "other":
+        return mean, cov, np.full(M, np.nan)
     gamma_sum = np.zeros(M)
     PtP = Phi.T @ Phi
     flat_b = None if beta is None else beta.reshape(-1)
@@ -263,28 +252,55 @@ def _weight_moments(Phi, y, w, alpha, beta, likelihood):
     return mean, cov, gamma_sum / len(flat_a)
 
 
-def _weights(Phi, y, post, *, parameterization, likelihood, priors, alpha, beta, rng):
-    """Draws of ``w``, ``alpha``, ``beta`` (fixed values broadcast) and the weight moments.
+def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=None):
+    """The :class:`FitResult` of draws from a PyMC model's posterior (or approximation).
 
-    In the marginal forms the level that was integrated out is drawn here,
-    exactly, for every draw of the other: ``w | alpha, beta, y`` for
-    regression, ``alpha | w`` for classification.
+    In the marginal classifier ``alpha`` was integrated out and is drawn here,
+    exactly, from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``.
     """
-    n_chain, n_draw = post.sizes["chain"], post.sizes["draw"]
-    gaussian = likelihood == "gaussian"
-    if not gaussian and parameterization == "marginal":
-        w = np.asarray(post["w"].values, dtype=float)
-        alpha_d = alpha_given_weights(w, model_priors(priors, likelihood), rng)
+    Phi = _data(model, "Phi")
+    basis = [str(b) for b in post["w"]["basis"].values] if "basis" in post["w"].coords else \
+        [f"phi_{m}" for m in range(Phi.shape[1])]
+    w = np.asarray(post["w"].values, dtype=float)
+    n_chain, n_draw, M = w.shape
+    if "alpha" in post:
+        alpha_d = np.asarray(post["alpha"].values, dtype=float)
+    elif spec.parameterization == "marginal" and spec.likelihood == "bernoulli":
+        alpha_d = alpha_given_weights(w, spec.priors, rng)
     else:
-        alpha_d = _free_draws(post, "alpha", alpha, (n_chain, n_draw, Phi.shape[1]))
-    beta_d = _free_draws(post, "beta", beta, (n_chain, n_draw)) if gaussian else None
-    if gaussian and parameterization == "marginal":
-        w, mean, cov, gamma = _conditional_weights(Phi, y, alpha_d, beta_d, rng)
+        alpha_d = np.broadcast_to(spec.alpha, (n_chain, n_draw, M)).copy()
+    gaussian = spec.likelihood == "gaussian"
+    beta_d = None
+    if gaussian:
+        beta_d = (np.asarray(post["beta"].values, dtype=float) if "beta" in post
+                  else np.full((n_chain, n_draw), spec.beta))
+    if gaussian and "PhiT_Phi" in model.named_vars:
+        mean, cov, gamma = _conditional_moments(
+            _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d)
     else:
-        w = np.asarray(post["w"].values, dtype=float)
-        mean, cov, gamma = _weight_moments(Phi, y, w, alpha_d, beta_d, likelihood)
-    return w, alpha_d, beta_d, {"mean": (("basis",), mean), "cov": (("basis", "basis_col"), cov),
-                                "gamma": (("basis",), gamma)}
+        mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)
+    draws = {"w": w, "alpha": alpha_d}
+    if beta_d is not None:
+        draws["beta"] = beta_d
+    noise_var = float(np.mean(1.0 / beta_d)) if gaussian else None
+    return FitResult(
+        method=method,
+        likelihood=spec.likelihood,
+        basis=tuple(basis),
+        support=np.arange(M),
+        mean=mean,
+        cov=cov,
+        alpha=np.median(alpha_d.reshape(-1, M), axis=0),
+        beta=None if noise_var is None else 1.0 / noise_var,
+        noise_var=noise_var,
+        gamma=gamma,
+        relevant=gamma_relevance(gamma),
+        stats={"parameterization": spec.parameterization,
+               "priors": json.dumps(spec.priors), **stats},
+        fit=fit or {},
+        draws=draws,
+        sample_stats=sample_stats,
+    )
 
 
 def _labelled(result):
@@ -347,51 +363,106 @@ def _warn_diagnostics(diag, chains):
         )
 
 
-def fit_nuts(
-    Phi,
-    y,
+def nuts_result(
+    model,
     *,
-    basis=None,
-    likelihood="gaussian",
-    priors=None,
-    parameterization=None,
-    alpha=None,
-    beta=None,
-    draws=1000,
-    tune=1000,
-    chains=4,
+    draws,
+    tune,
+    chains,
+    random_state,
     cores=None,
     target_accept=TARGET_ACCEPT,
     nuts_sampler="pymc",
     compile_mode=COMPILE_MODE,
     blas_threads=1,
-    random_state=None,
     progressbar=False,
-    sample_kwargs=None,
+    **pm_kwargs,
 ):
+    """NUTS on ``model``, as a :class:`~rvm_ppl.inference.FitResult`; see :func:`fit_nuts`."""
+    import pymc as pm
+
+    spec = _check_model(model)
+    _check_sampler(nuts_sampler)
+    rng, seed = _seeds(random_state)
+    if cores is None:
+        # PyMC assumes half the CPUs are hyper-threads; count them all.
+        cores = min(chains, _available_cpus())
+    kwargs = dict(
+        draws=draws, tune=tune, chains=chains, cores=cores, target_accept=target_accept,
+        nuts_sampler=nuts_sampler, random_seed=seed, progressbar=progressbar,
+        compute_convergence_checks=False, return_inferencedata=True,
+    )
+    if nuts_sampler == "pymc":
+        kwargs["compile_kwargs"] = {"mode": compile_mode}
+    kwargs.update(pm_kwargs)
+
+    t0 = time.perf_counter()
+    with _blas_limit(blas_threads), model, _quiet_compilation():
+        trace = pm.sample(**kwargs)
+    wall = time.perf_counter() - t0
+
+    post = trace.posterior
+    with _blas_limit(blas_threads):  # thousands of small factorisations: one thread is fastest
+        result = _result("nuts", model, spec, post, rng, stats={}, sample_stats=trace.sample_stats)
+        checked = {}
+        if spec.alpha is None:
+            checked["log_alpha"] = np.log(result.draws["alpha"])
+        if "beta" in post:
+            checked["log_beta"] = np.log(result.draws["beta"])
+        if "w" in [v.name for v in model.free_RVs] or not checked:
+            checked["w"] = result.draws["w"]
+        diag = _diagnostics(checked, trace.sample_stats, result.basis)
+    sampling_time = float(post.attrs.get("sampling_time", np.nan))
+    ess_key = "min_ess_bulk_log_alpha" if "log_alpha" in checked else "min_ess_bulk"
+    stats = {
+        **result.stats,
+        "nuts_sampler": nuts_sampler,
+        "compile_mode": compile_mode if nuts_sampler == "pymc" else nuts_sampler,
+        "target_accept": float(target_accept),
+        "blas_threads": -1 if blas_threads is None else int(blas_threads),
+        "tune": int(tune),
+        "wall_time_s": wall,
+        "sampling_time_s": sampling_time,
+        "ess_per_s": diag[ess_key] / sampling_time if sampling_time > 0 else np.nan,
+        **diag,
+    }
+    _warn_diagnostics(diag, post.sizes["chain"])
+    return _replace(result, stats=stats)
+
+
+def _replace(result, **changes):
+    from dataclasses import replace
+
+    return replace(result, **changes)
+
+
+def _model_idata(model, result, random_state):
+    """The package's InferenceData of a fit of ``model``."""
+    y = model["y_obs"].get_value()
+    Phi = _data(model, "Phi")
+    if Phi.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"The model's Phi has {Phi.shape[0]} rows and its y_obs {y.shape[0]}: restore the "
+            "training data (pm.set_data) before fitting."
+        )
+    return to_idata(result, y=y, Phi=Phi[:, result.support], random_state=random_state)
+
+
+def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None, **kwargs):
     """Sample the RVM posterior with NUTS.
 
     Parameters
     ----------
-    Phi : ndarray of shape (N, M)
-        Design matrix.
-    y : ndarray of shape (N,)
-        Targets (standardised for regression) or 0/1 labels.
-    basis : list of str, optional
-        Basis labels (coordinate ``basis``).
-    likelihood : {"gaussian", "bernoulli"}
-    priors : dict, optional
-        Gamma hyperpriors ``a, b, c, d``; default
-        :data:`rvm_ppl.model.DEFAULT_PRIORS`, and for ``a, b`` of a
-        classifier :data:`rvm_ppl.model.BERNOULLI_PRIORS`.
-    parameterization : {"marginal", "centered", "noncentered"}, optional
-        Default ``"marginal"``; ``"centered"`` for a classifier with
-        ``alpha`` fixed.
-    alpha, beta : array-like or float, optional
-        Hold ``alpha`` or ``beta`` fixed (as in :func:`build_model`).
+    model : pymc.Model
+        A model of :func:`rvm_ppl.model.build_model`, possibly changed (another
+        hyperprior, another likelihood in the centred form), that keeps the
+        names ``w`` (dims ``basis``), ``alpha``, ``beta``, ``y``, ``Phi`` and
+        ``y_obs``.
     draws, tune, chains : int
         Four chains by default, as r-hat <= 1.01 presumes (Vehtari et al.
         2021).
+    random_state : int, Generator or None
+        Seeds PyMC and every numpy draw.
     cores : int, optional
         Chains run in parallel (processes for PyMC, threads for nutpie);
         default ``min(chains, available CPUs)``.
@@ -405,92 +476,30 @@ def fit_nuts(
         BLAS threads per process while sampling (``threadpoolctl``); None
         leaves them alone. PyMC's worker processes get one each anyway
         (``blas_cores="auto"``); nutpie's chains are threads of this process.
-    random_state : int, Generator or None
-        Seeds PyMC and the numpy draws of ``w``.
     progressbar : bool
-    sample_kwargs : dict, optional
-        Extra keyword arguments for :func:`pymc.sample`; they win.
+    **kwargs
+        Further keyword arguments of :func:`pymc.sample`.
 
     Returns
     -------
     arviz.InferenceData
-        ``posterior`` (``w``, ``alpha``, ``beta``), ``sample_stats``,
-        ``observed_data``, and ``fit`` with ``mean`` and ``cov`` of ``w``
-        (Rao-Blackwellised in the marginal form) and ``gamma``, the
-        posterior mean of ``1 - alpha_m Sigma_mm``. ``attrs`` hold the
-        diagnostics (``n_divergences``, ``max_rhat``, ``min_ess_bulk``,
+        The package's layout (:mod:`rvm_ppl._idata`), with ``sample_stats``.
+        ``fit`` holds ``mean`` and ``cov`` of ``w`` (Rao-Blackwellised in the
+        marginal regression) and ``relevance`` ``gamma``, the posterior mean
+        of ``1 - alpha_m Sigma_mm``. ``attrs`` hold the diagnostics
+        (``n_divergences``, ``max_rhat``, ``min_ess_bulk``,
         ``min_ess_bulk_log_alpha``, ``max_rhat_log_alpha``, ...),
-        ``wall_time_s`` (compilation and
-        sampling), ``sampling_time_s`` and ``ess_per_s`` (min bulk ESS of
-        ``log alpha`` per second of sampling).
+        ``wall_time_s`` (compilation and sampling), ``sampling_time_s`` and
+        ``ess_per_s`` (min bulk ESS of ``log alpha`` per second of sampling).
 
     Warns
     -----
     SamplingWarning
         When the diagnostics fail the thresholds of this module.
     """
-    import pymc as pm
-
-    _check_sampler(nuts_sampler)
-    Phi, y, basis, parameterization, model = _prepare(
-        Phi, y, basis, likelihood, priors, parameterization, alpha, beta
-    )
-    rng, seed = _seeds(random_state)
-    if cores is None:
-        # PyMC assumes half the CPUs are hyper-threads; count them all.
-        cores = min(chains, _available_cpus())
-    kwargs = dict(
-        draws=draws, tune=tune, chains=chains, cores=cores, target_accept=target_accept,
-        nuts_sampler=nuts_sampler, random_seed=seed, progressbar=progressbar,
-        compute_convergence_checks=False, return_inferencedata=True,
-    )
-    if nuts_sampler == "pymc":
-        kwargs["compile_kwargs"] = {"mode": compile_mode}
-    kwargs.update(sample_kwargs or {})
-
-    t0 = time.perf_counter()
-    with _blas_limit(blas_threads), model, warnings.catch_warnings():
-        # numba (nutpie's backend) notes that a matrix-vector product meets a
-        # transposed, hence non-contiguous, M x M array: harmless at these sizes.
-        warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
-        trace = pm.sample(**kwargs)
-    wall = time.perf_counter() - t0
-
-    post = trace.posterior
-    gaussian = likelihood == "gaussian"
-    with _blas_limit(blas_threads):  # 2000 small factorisations: one thread is fastest
-        w, alpha_d, beta_d, moments = _weights(
-            Phi, y, post, parameterization=parameterization, likelihood=likelihood,
-            priors=priors, alpha=alpha, beta=beta, rng=rng,
-        )
-        checked = {"log_alpha": np.log(alpha_d)} if alpha is None else {}
-        if gaussian and beta is None:
-            checked["log_beta"] = np.log(beta_d)
-        if "w" in post:  # sampled, not drawn afterwards
-            checked["w"] = post["w"].values
-        diag = _diagnostics(checked, trace.sample_stats, basis)
-    sampling_time = float(post.attrs.get("sampling_time", np.nan))
-    ess_key = "min_ess_bulk_log_alpha" if alpha is None else "min_ess_bulk"
-    attrs = {
-        "likelihood": likelihood,
-        "parameterization": parameterization,
-        "nuts_sampler": nuts_sampler,
-        "compile_mode": compile_mode if nuts_sampler == "pymc" else nuts_sampler,
-        "target_accept": float(target_accept),
-        "blas_threads": -1 if blas_threads is None else int(blas_threads),
-        "tune": int(tune),
-        "priors": json.dumps(model_priors(priors, likelihood)),
-        "wall_time_s": wall,
-        "sampling_time_s": sampling_time,
-        "ess_per_s": diag[ess_key] / sampling_time if sampling_time > 0 else np.nan,
-        **diag,
-    }
-    idata = make_idata(
-        method="nuts", basis=basis, w=w, alpha=alpha_d, beta=beta_d, y=y, fit=moments,
-        sample_stats=trace.sample_stats, attrs=attrs,
-    )
-    _warn_diagnostics(diag, post.sizes["chain"])
-    return idata
+    result = nuts_result(model, draws=draws, tune=tune, chains=chains,
+                         random_state=random_state, **kwargs)
+    return _model_idata(model, result, random_state)
 
 
 class _MedianLossConvergence:
@@ -535,116 +544,51 @@ def _variational_parameters(approx, model):
             # "alpha_log__" -> "log_alpha", "w_scaled_asinh__" -> "scaled_asinh_w"
             var, _, transform = name.removesuffix("__").partition("_")
             label = f"{transform}_{var}" if name.endswith("__") else name
-            out[f"q_{kind}_{label}"] = (tuple(dims.get(name, da.dims)),
-                                        np.asarray(da.values, dtype=float))
+            vdims = tuple("candidate" if d == "basis" else d for d in dims.get(name, da.dims))
+            out[f"q_{kind}_{label}"] = (vdims, np.asarray(da.values, dtype=float))
     return out
 
 
-def fit_advi(
-    Phi,
-    y,
+def advi_result(
+    model,
     *,
-    basis=None,
-    likelihood="gaussian",
-    priors=None,
-    parameterization=None,
-    alpha=None,
-    beta=None,
+    n_iter,
+    tol,
+    draws,
+    random_state,
     method="advi",
-    n_iter=50_000,
-    draws=1000,
     learning_rate=ADVI_LEARNING_RATE,
     window=ADVI_WINDOW,
-    tol=ADVI_TOL,
     patience=2,
     compile_mode=COMPILE_MODE,
     blas_threads=1,
-    random_state=None,
     progressbar=False,
-    fit_kwargs=None,
+    **fit_kwargs,
 ):
-    """Fit the RVM by automatic differentiation variational inference.
-
-    Parameters
-    ----------
-    Phi : ndarray of shape (N, M)
-        Design matrix.
-    y : ndarray of shape (N,)
-        Targets (standardised for regression) or 0/1 labels.
-    basis : list of str, optional
-        Basis labels.
-    likelihood : {"gaussian", "bernoulli"}
-    priors : dict, optional
-        Gamma hyperpriors ``a, b, c, d``, defaults as for :func:`fit_nuts`.
-    parameterization : {"marginal", "centered", "noncentered"}, optional
-        Default ``"marginal"``; ``"centered"`` for a classifier with
-        ``alpha`` fixed. For regression the centred and non-centred
-        mean-field fits overestimate the noise (by about 20% and 50-85% on
-        noisy sinc, N = 100).
-    alpha, beta : array-like or float, optional
-        Hold ``alpha`` or ``beta`` fixed.
-    method : {"advi", "fullrank_advi"}
-        Mean-field or full-rank Gaussian in the unconstrained space.
-    n_iter : int
-        Iteration cap.
-    draws : int
-        Draws from the fitted approximation (one chain).
-    learning_rate : float
-        Adam step size.
-    window, tol, patience : int, float, int
-        Stop when the median loss over ``window`` iterations has changed by
-        less than ``tol * N`` nats (``tol`` per observation) ``patience``
-        windows in a row.
-    compile_mode : str
-        PyTensor mode (``"NUMBA"``, or ``"FAST_RUN"`` for the C backend).
-    blas_threads : int or None
-        BLAS threads while fitting; None leaves them alone.
-    random_state : int, Generator or None
-    progressbar : bool
-    fit_kwargs : dict, optional
-        Extra keyword arguments for :func:`pymc.fit`; they win.
-
-    Returns
-    -------
-    arviz.InferenceData
-        ``posterior`` (one chain of ``draws``), ``observed_data`` and ``fit``
-        with ``elbo`` (dim ``iteration``; ``-loss`` of each iteration, a
-        one-sample Monte Carlo estimate), ``mean``, ``cov`` and ``gamma`` of
-        the weights as in :func:`fit_nuts`, and the variational means and
-        sds in unconstrained space (``q_mean_log_alpha``, ``q_sd_log_alpha``,
-        ``q_mean_scaled_asinh_w`` for the marginal classifier,
-        ...). ``attrs`` hold ``n_iter``, ``converged``, ``final_elbo`` (minus
-        the median loss of the last window) and ``wall_time_s``.
-
-    Warns
-    -----
-    sklearn.exceptions.ConvergenceWarning
-        When ``n_iter`` iterations pass without convergence.
-    """
+    """ADVI on ``model``, as a :class:`~rvm_ppl.inference.FitResult`; see :func:`fit_advi`."""
     import pymc as pm
     import pytensor
 
     if method not in ADVI_METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {list(ADVI_METHODS)}.")
-    Phi, y, basis, parameterization, model = _prepare(
-        Phi, y, basis, likelihood, priors, parameterization, alpha, beta
-    )
-    N = Phi.shape[0]
+    spec = _check_model(model)
+    N = _data(model, "Phi").shape[0]
     rng, seed = _seeds(random_state)
     stop = _MedianLossConvergence(window, tol * N, patience)
     kwargs = dict(
         n=n_iter, method=method, random_seed=seed, progressbar=progressbar,
         obj_optimizer=pm.adam(learning_rate=learning_rate), callbacks=[stop],
     )
-    kwargs.update(fit_kwargs or {})
+    kwargs.update(fit_kwargs)
 
     t0 = time.perf_counter()
-    with _blas_limit(blas_threads), pytensor.config.change_flags(mode=compile_mode), model:
+    with _blas_limit(blas_threads), pytensor.config.change_flags(mode=compile_mode), model, \
+            _quiet_compilation():
         try:
             approx = pm.fit(**kwargs)
         except FloatingPointError as err:
             raise FloatingPointError(
-                f"ADVI diverged (NaN loss) in the {parameterization!r} form; try a smaller "
+                f"ADVI diverged (NaN loss) in the {spec.parameterization!r} form; try a smaller "
                 "learning_rate or another parameterization."
             ) from err
         trace = approx.sample(draws, random_seed=int(rng.integers(2**31 - 1)))
@@ -653,32 +597,76 @@ def fit_advi(
     if not stop.converged:
         warnings.warn(
             f"ADVI did not converge in {len(loss)} iterations (median loss over {window} "
-            f"iterations still moving by more than {tol} per observation); increase n_iter.",
+            f"iterations still moving by more than {tol} per observation); increase max_iter.",
             ConvergenceWarning,
             stacklevel=2,
         )
-
-    with _blas_limit(blas_threads):
-        w, alpha_d, beta_d, moments = _weights(
-            Phi, y, trace.posterior, parameterization=parameterization, likelihood=likelihood,
-            priors=priors, alpha=alpha, beta=beta, rng=rng,
-        )
     last = loss[-min(window, len(loss)):]
-    fit = {"elbo": (("iteration",), -loss), **moments, **_variational_parameters(approx, model)}
-    attrs = {
-        "likelihood": likelihood,
-        "parameterization": parameterization,
+    stats = {
         "advi_method": method,
         "compile_mode": compile_mode,
-        "priors": json.dumps(model_priors(priors, likelihood)),
         "n_iter": int(len(loss)),
         "converged": int(stop.converged),
-        "final_elbo": -float(np.median(last[np.isfinite(last)])) if np.isfinite(last).any()
-        else np.nan,
+        "elbo": -float(np.median(last[np.isfinite(last)])) if np.isfinite(last).any() else np.nan,
         "learning_rate": float(learning_rate),
         "tol": float(tol),
         "window": int(window),
         "wall_time_s": wall,
     }
-    return make_idata(method="advi", basis=basis, w=w, alpha=alpha_d, beta=beta_d, y=y,
-                      fit=fit, attrs=attrs)
+    fit = {"elbo": (("iteration",), -loss), **_variational_parameters(approx, model)}
+    with _blas_limit(blas_threads):
+        return _result("advi", model, spec, trace.posterior, rng, stats=stats, fit=fit)
+
+
+def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_state=None,
+             **kwargs):
+    """Fit the RVM by automatic differentiation variational inference.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        As for :func:`fit_nuts`.
+    draws : int
+        Draws from the fitted approximation (one chain).
+    n_iter : int
+        Iteration cap.
+    tol : float
+        Stop when the median loss over ``window`` iterations has changed by
+        less than ``tol * N`` nats (``tol`` per observation) ``patience``
+        windows in a row.
+    random_state : int, Generator or None
+    method : {"advi", "fullrank_advi"}
+        Mean-field or full-rank Gaussian in the unconstrained space. For
+        regression the mean-field fits of the centred and non-centred forms
+        overestimate the noise (by about 20% and 50-85% on noisy sinc,
+        N = 100); the marginal form does not.
+    learning_rate : float
+        Adam step size.
+    window, patience : int
+    compile_mode : str
+        PyTensor mode (``"NUMBA"``, or ``"FAST_RUN"`` for the C backend).
+    blas_threads : int or None
+        BLAS threads while fitting; None leaves them alone.
+    progressbar : bool
+    **kwargs
+        Further keyword arguments of :func:`pymc.fit`.
+
+    Returns
+    -------
+    arviz.InferenceData
+        The package's layout, one chain of ``draws``; ``fit`` holds ``elbo``
+        (dim ``iteration``; ``-loss`` of each iteration, a one-sample Monte
+        Carlo estimate), ``mean`` and ``cov`` of the weights, and the
+        variational means and sds in unconstrained space
+        (``q_mean_log_alpha``, ``q_sd_log_alpha``, ...). ``attrs`` hold
+        ``n_iter``, ``converged``, ``elbo`` (minus the median loss of the
+        last window) and ``wall_time_s``.
+
+    Warns
+    -----
+    sklearn.exceptions.ConvergenceWarning
+        When ``n_iter`` iterations pass without convergence.
+    """
+    result = advi_result(model, n_iter=n_iter, tol=tol, draws=draws,
+                         random_state=random_state, **kwargs)
+    return _model_idata(model, result, random_state)

@@ -47,7 +47,7 @@ def test_analytic_predictive_matches_posterior_draws(fitted, sinc):
     Xt = np.array([[-3.0], [0.0], [4.5]])
     mean, std = fitted.predict(Xt, return_std=True)
     post = fitted.idata_.posterior
-    Phi_all = design_matrix(Xt, X, RBF(1 / 9))
+    Phi_all = design_matrix(Xt, X, RBF(1 / 9))[:, fitted.active_]
     f = np.einsum("cdm,nm->cdn", post["w"].values, Phi_all).reshape(-1, 3)
     se = f.std(0) / np.sqrt(f.shape[0])
     assert np.all(np.abs(f.mean(0) - mean) < 4 * se)
@@ -60,18 +60,21 @@ def test_idata_layout(fitted):
     assert post["w"].dims == ("chain", "draw", "basis")
     assert post["alpha"].dims == ("chain", "draw", "basis")
     assert post["beta"].dims == ("chain", "draw")
-    labels = list(post.basis.values)
+    # The posterior covers the bases in the model; the pruned ones are point
+    # masses (w = 0, alpha = inf), listed once in `relevance` over all 81.
+    labels = list(idata.relevance.basis.values)
     assert labels[0] == "bias" and labels[1] == "x_0" and len(labels) == 81
-    pruned = ~np.isin(np.arange(81), fitted.active_)
-    assert np.isinf(post["alpha"].values[..., pruned]).all()
-    assert (post["w"].values[..., pruned] == 0).all()
-    np.testing.assert_allclose(post["alpha"].values[0, 0, fitted.active_], fitted.alpha_[fitted.active_])
+    assert list(post.basis.values) == [labels[j] for j in fitted.active_]
+    pruned = ~idata.relevance["in_model"].values
+    assert pruned.sum() == 81 - len(fitted.active_)
+    assert np.isinf(idata.relevance["alpha"].values[pruned]).all()
+    np.testing.assert_allclose(post["alpha"].values[0, 0], fitted.alpha_[fitted.active_])
     trace = idata.fit["log_evidence"].values
     assert trace[-1] == pytest.approx(fitted.log_evidence_, rel=1e-8)
     assert np.diff(trace).min() >= -1e-9 * abs(trace[-1])
     assert idata.attrs["inference_method"] == "evidence"
     relevant = [f"x_{i}" for i in fitted.relevance_]
-    assert set(relevant) <= set(idata.fit.coords["active"].values)
+    assert set(relevant) <= set(idata.posterior.basis.values)
 
 
 def test_idata_is_reproducible(sinc):
@@ -137,7 +140,6 @@ BAD_INPUTS = [
     ("1-D X", lambda X, y: (X[:, 0], y), "Expected 2D array"),
     ("one sample", lambda X, y: (X[:1], y[:1]), "minimum of 2 is required"),
     ("non-numeric", lambda X, y: (np.full(X.shape, "a"), y), "could not convert"),
-    ("constant y", lambda X, y: (X, np.ones_like(y)), "y is constant"),
 ]
 
 
@@ -169,7 +171,8 @@ def test_estimator_with_no_basis_left_still_predicts(rng):
     np.testing.assert_array_equal(mean, 0.0)
     np.testing.assert_allclose(std, 1 / np.sqrt(m.beta_))
     assert m.beta_ == pytest.approx(30 / (y @ y), rel=1e-5)
-    assert m.idata_.posterior["w"].values.max() == 0
+    assert m.idata_.posterior.sizes["basis"] == 0
+    assert not m.idata_.relevance["in_model"].values.any()
 
 
 def _extras(X):
@@ -185,8 +188,10 @@ def test_extra_basis_and_learned_scales_tipping_section_4_3(tmp_path):
 
     y = f(X) + 0.1 * rng.standard_normal(100)
     m = RVR(gamma=1 / 9, extra_basis=_extras, learn_scales=True).fit(X, y)
-    labels = list(m.idata_.posterior.basis.values)
+    labels = list(m.idata_.relevance.basis.values)
     assert labels[:6] == ["bias", "extra_0", "extra_1", "extra_2", "extra_3", "extra_4"]
+    # The InferenceData records the learned kernel, not the starting one.
+    assert m.idata_.attrs["kernel"] == repr(RBF(gamma=m.eta_)) != repr(RBF(gamma=1 / 9))
     # Paper: weight 0.102 on x2, the other four extra bases pruned, eta_2 -> 0.
     assert m.coef_[2] == pytest.approx(0.1, abs=0.02)
     assert np.count_nonzero(m.coef_[[1, 3, 4, 5]]) <= 1

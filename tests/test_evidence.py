@@ -64,7 +64,8 @@ def test_log_evidence_equals_pymc_marginal_model(sinc_data):
     model = build_model(Phi[:, act], y, basis=[f"b{j}" for j in act])
     # The density of the observed node alone: the hyperprior terms removed.
     logp = model.compile_logp(vars=[model["y"]], jacobian=False)
-    value = logp({"alpha_log__": np.log(res.alpha[act]), "beta_log__": np.log(res.beta)})
+    value = logp({"alpha_log__": np.log(res.alpha[act]), "beta_log__": np.log(res.beta),
+                   "w_std": np.zeros(len(act))})
     assert value == pytest.approx(res.log_evidence, rel=1e-8)
 
 

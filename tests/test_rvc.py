@@ -87,13 +87,27 @@ def test_three_classes_one_vs_rest(method):
     clf = RVC(gamma=0.5, random_state=0).fit(X[:150], labels[k[:150]], method=method)
     P = clf.predict_proba(X[150:])
     assert list(clf.classes_) == ["a", "b", "c"]
-    np.testing.assert_allclose(P.sum(axis=1), 1.0)
     np.testing.assert_array_equal(clf.predict(X[150:]), clf.classes_[P.argmax(axis=1)])
     assert clf.score(X[150:], labels[k[150:]]) > 0.85
     assert clf.decision_function(X[150:]).shape == (150, 3)
-    post = clf.idata_.posterior
+    idata = clf.idata_
+    post = idata.posterior
     assert post["w"].dims == ("chain", "draw", "class", "basis")
     assert list(post["class"].values) == ["a", "b", "c"]
+    # The true labels (codes into classes_), not the first model's indicator.
+    np.testing.assert_array_equal(clf.classes_[idata.observed_data["y"].values], labels[k[:150]])
+    assert idata.relevance["relevant"].dims == ("class", "basis")
+    assert idata.fit["mean"].dims == ("class", "basis")
+    # Pointwise log P(y_n | x_n) of the combined classifier, draw by draw: its
+    # mean over draws is close to the log of the averaged probabilities.
+    loglik = idata.log_likelihood["y"].values
+    P_train = clf.predict_proba(X[:150])[np.arange(150), k[:150]]
+    assert np.corrcoef(np.exp(loglik).mean(axis=(0, 1)), P_train)[0, 1] > 0.95
+    # Fitted attributes have one type whatever the number of classes.
+    binary = RVC(gamma=0.5).fit(X[:150], labels[k[:150]] == "a", method="evidence")
+    for attr in ("coef_", "alpha_", "n_iter_"):
+        assert getattr(clf, attr).ndim == getattr(binary, attr).ndim, attr
+    assert type(clf.active_) is type(binary.active_) is list
 
 
 def test_bad_labels_and_inputs():

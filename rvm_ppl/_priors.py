@@ -1,0 +1,57 @@
+"""Gamma hyperpriors of the RVM: defaults, completion and change of units."""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Gamma(a, b) on every alpha_m and Gamma(c, d) on beta (shape, rate). Tipping
+# (2001) takes a = b = c = d -> 0, uniform priors on log alpha and log beta,
+# which type-II maximum likelihood reproduces exactly; PyMC needs proper
+# priors, so the default is small but positive. The estimators apply them to
+# targets of unit standard deviation (scale_priors), so the model is scale-free.
+DEFAULT_PRIORS = {"a": 1e-6, "b": 1e-6, "c": 1e-6, "d": 1e-6}
+
+# The hyperprior on alpha of the Bernoulli PyMC model (NUTS and ADVI); see the
+# module docstring, "Hyperpriors of the classifier".
+BERNOULLI_PRIORS = {"a": 3.0, "b": 2.0}
+
+
+def resolve_priors(priors=None, defaults=None):
+    """Complete and check a dict of Gamma hyperprior parameters.
+
+    Parameters
+    ----------
+    priors : dict, optional
+        Any of ``"a", "b", "c", "d"``.
+    defaults : dict, optional
+        Values for the missing ones, completed by :data:`DEFAULT_PRIORS`
+        (e.g. :data:`BERNOULLI_PRIORS`).
+
+    Returns
+    -------
+    dict
+    """
+    out = {**DEFAULT_PRIORS, **(defaults or {})}
+    if priors is not None:
+        if not isinstance(priors, dict):
+            raise TypeError(f"priors must be a dict with keys a, b, c, d; got {type(priors).__name__}.")
+        unknown = set(priors) - set(out)
+        if unknown:
+            raise ValueError(f"Unknown prior parameter(s) {sorted(unknown)}; expected a subset of ['a', 'b', 'c', 'd'].")
+        out.update(priors)
+    for k, v in out.items():
+        if not np.isfinite(v) or v < 0:
+            raise ValueError(f"Prior parameter {k} must be finite and non-negative; got {v!r}.")
+    return out
+
+
+def scale_priors(priors, scale):
+    """Hyperpriors for targets ``y`` equivalent to ``priors`` on ``y / scale``.
+
+    With ``w' = w / s`` the precisions scale as ``alpha' = alpha s^2`` and
+    ``beta' = beta s^2``; ``alpha' ~ Gamma(a, b)`` is ``alpha ~ Gamma(a, b s^2)``.
+    So multiplying the rates ``b`` and ``d`` by ``s^2`` fits the model in the
+    units of ``y`` with no conversion of its results.
+    """
+    p = resolve_priors(priors)
+    return {**p, "b": p["b"] * scale**2, "d": p["d"] * scale**2}
