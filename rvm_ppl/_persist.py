@@ -138,7 +138,7 @@ def load(cls, path):
     version = state.attrs.get("format_version")
     if version != FORMAT_VERSION:
         raise ValueError(
-            f"{path} was written in rvm_ppl's file format {version!r} (rvm_ppl "
+            f"{path} was written in rvm_ppl's file format {version} (rvm_ppl "
             f"{state.attrs.get('rvm_ppl_version', 'unknown')}); this rvm_ppl "
             f"({package_version()}) reads format {FORMAT_VERSION}. Refit and save again."
         )

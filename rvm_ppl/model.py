@@ -334,7 +334,8 @@ def _gaussian_random(w, alpha, beta, Phi, PtP, rng=None, size=None):
     """Draws of ``t`` given ``w`` and ``beta``: ``Phi w + noise`` (Tipping 2001, eq. 3)."""
     f = np.einsum("...nm,...m->...n", Phi, w)
     noise = rng.standard_normal(size if size is not None else f.shape)
-    return f + noise / np.sqrt(np.asarray(beta))[..., None]
+    with np.errstate(divide="ignore", invalid="ignore"):  # PyMC probes shapes with beta = 0
+        return f + noise / np.sqrt(np.asarray(beta))[..., None]
 
 
 def alpha_given_weights(w, priors, rng):
