@@ -36,6 +36,7 @@ root_doc = "index"
 templates_path = ["_templates"]
 exclude_patterns = [
     "_build",
+    "_templates",
     "jupyter_execute",
     "**.ipynb_checkpoints",
     "*.png",
