@@ -39,7 +39,6 @@ exclude_patterns = [
     "_templates",
     "jupyter_execute",
     "**.ipynb_checkpoints",
-    "*.png",
 ]
 # `text` is code, as in Markdown (pymc-marketing does the same).
 default_role = "code"
