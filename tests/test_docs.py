@@ -1,0 +1,87 @@
+"""The documentation builds with warnings as errors and renders what it should."""
+
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import rvm_ppl
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+NOTEBOOK = "01_sinc_regression"
+
+
+class _Text(HTMLParser):
+    """The visible text of an HTML page (scripts and styles left out)."""
+
+    def __init__(self):
+        super().__init__()
+        self.parts, self.images, self._skip = [], 0, 0
+
+    def handle_starttag(self, tag, attrs):
+        if tag in ("script", "style"):
+            self._skip += 1
+        if tag == "img":
+            self.images += 1
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.parts.append(data)
+
+
+def _squash(text):
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _page(path):
+    parser = _Text()
+    parser.feed(path.read_text(encoding="utf-8"))
+    return _squash(" ".join(parser.parts)), parser.images
+
+
+def _stored_outputs(path):
+    """Lines of the notebook's stored text outputs and its number of stored images."""
+    nb = nbformat.read(path, as_version=4)
+    lines, images = [], 0
+    for cell in nb.cells:
+        for out in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if out.output_type == "stream" and out.name == "stdout":
+                lines += [_squash(line) for line in out.text.splitlines() if line.strip()]
+            images += "image/png" in out.get("data", {})
+    return lines, images
+
+
+@pytest.mark.slow
+def test_docs_build_with_warnings_as_errors(tmp_path):
+    out = tmp_path / "html"
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    proc = subprocess.run(
+        [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
+         "-d", str(tmp_path / "doctrees"), str(DOCS), str(out)],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert proc.returncode == 0, f"sphinx-build failed:\n{proc.stdout}\n{proc.stderr}"
+
+    # The API page of RVR carries its docstring, from the checkout under test.
+    text, _ = _page(out / "generated" / "rvm_ppl.RVR.html")
+    first_line = _squash(rvm_ppl.RVR.__doc__.strip().splitlines()[0])
+    assert first_line in text
+    assert "rvm_ppl.RVR.fit" in (out / "generated" / "rvm_ppl.RVR.html").read_text(encoding="utf-8")
+
+    # A notebook page shows the outputs stored in the notebook (it is not re-executed).
+    lines, n_images = _stored_outputs(ROOT / "notebooks" / f"{NOTEBOOK}.ipynb")
+    assert lines and n_images
+    text, images = _page(out / "notebooks" / f"{NOTEBOOK}.html")
+    missing = [line for line in lines if line not in text]
+    assert not missing, f"stored outputs not rendered: {missing[:3]}"
+    assert images >= n_images
