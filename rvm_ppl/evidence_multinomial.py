@@ -637,8 +637,10 @@ def fit_evidence_multinomial(
     P = LOGIT_TARGET_SHRINK * T + (1 - LOGIT_TARGET_SHRINK) / K
     clr = np.log(P) - np.log(P).mean(axis=1, keepdims=True)
     w0 = col @ clr
+    # alpha = 1 / mu^2 (SparseBayes) with mu^2 = ||w0||^2 when shared: for
+    # K = 2 that is twice the binary alpha, its equivalent (module docstring).
     if shared_alpha:
-        a0 = K / np.sum(w0**2) if np.any(w0) else INIT_ALPHA_MAX
+        a0 = 1.0 / np.sum(w0**2) if np.any(w0) else INIT_ALPHA_MAX
         alpha_g = np.array([np.clip(a0, INIT_ALPHA_MIN, INIT_ALPHA_MAX)])
     cls = np.arange(K)
     pos = np.full(K, start)
