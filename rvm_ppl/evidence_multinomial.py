@@ -129,7 +129,7 @@ def _neg_hessian(cols, cls, Y, alpha):
 
 
 def _factor(H):
-    """Cholesky factor of ``H`` (jitter policy of :mod:`rvm_ppl._linalg`) and an ill-conditioning flag."""
+    """Cholesky factor of ``H`` (package jitter policy) and an ill-conditioning flag."""
     if H.shape[0] == 0:
         return np.zeros((0, 0)), False
     try:
@@ -143,7 +143,7 @@ def _factor(H):
 
 
 def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
-    """Newton's method with step halving for the mode of the log posterior (see :func:`posterior_mode_multinomial`)."""
+    """Newton's method with step halving for the mode (:func:`posterior_mode_multinomial`)."""
     K = T.shape[1]
     J = cols.shape[1]
     w = np.zeros(J) if w0 is None else np.array(w0, dtype=float)
@@ -176,7 +176,10 @@ def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
 
 
 def _laplace_log_evidence(log_lik, w, alpha, L):
-    """``log P(T | W) - w^T A w / 2 + sum log(alpha) / 2 - log|H| / 2`` (Tipping 2001, §3; MacKay 1992)."""
+    """Laplace log evidence ``log P(T|W) - w^T A w/2 + sum log(alpha)/2 - log|H|/2``.
+
+    Tipping (2001), §3; MacKay (1992).
+    """
     return (
         log_lik
         - 0.5 * float(np.sum(alpha * w**2))
@@ -197,6 +200,8 @@ def _one_hot(y, n_classes=None):
     if np.any(y != np.round(y)):
         raise ValueError("Labels must be integers 0, ..., K - 1.")
     y = y.astype(int)
+    if y.min() < 0:
+        raise ValueError(f"Labels must lie in 0, ..., K - 1; got a negative label {y.min()}.")
     K = int(y.max()) + 1 if n_classes is None else int(n_classes)
     if K < 2:
         raise ValueError(f"Multinomial classification needs at least 2 classes, got {K}.")
@@ -221,7 +226,13 @@ def _dense_alpha(alpha, K, M):
 
 
 def posterior_mode_multinomial(
-    Phi, y, alpha, *, n_classes=None, max_iter=MAX_POSTMODE_ITS, grad_tol=GRADIENT_MIN,
+    Phi,
+    y,
+    alpha,
+    *,
+    n_classes=None,
+    max_iter=MAX_POSTMODE_ITS,
+    grad_tol=GRADIENT_MIN,
     step_min=STEP_MIN,
 ):
     """Posterior mode of the ``K`` weight vectors of a softmax model with an ARD prior.
@@ -258,7 +269,13 @@ def posterior_mode_multinomial(
     kk, mm = np.nonzero(np.isfinite(alpha))
     cols = Phi[:, mm]
     w, L, log_lik, _, _, grad_max, _ = _mode(
-        cols, kk, T, alpha[kk, mm], None, max_iter=max_iter, grad_tol=grad_tol,
+        cols,
+        kk,
+        T,
+        alpha[kk, mm],
+        None,
+        max_iter=max_iter,
+        grad_tol=grad_tol,
         step_min=step_min,
     )
     W = np.zeros((K, M))
@@ -379,7 +396,7 @@ def group_out_factors(S, Q, alpha):
 
 
 def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
-    """The best add / re-estimate / delete step for groups of ``K`` weights sharing ``alpha``.
+    """Choose the best add / re-estimate / delete step for groups sharing one ``alpha``.
 
     The decision phase of Tipping & Faul (2003), §4, with SparseBayes's
     preferences (a pending deletion wins), on :func:`group_gain`: a group
@@ -443,14 +460,20 @@ def _weighted_norms2_many(basis, Wts):
 
 
 class _Laplace:
-    """The Laplace approximation at the mode and the factors of every candidate (unit-norm columns)."""
+    """Laplace approximation at the mode and every candidate's factors (unit-norm columns)."""
 
     def __init__(self, basis, scale, T, cols, cls, pos, alpha, w0, shared):
         K = T.shape[1]
         M = basis.n_basis
         J = cols.shape[1]
         self.w, self.L, log_lik, Y, _, _, self.ill = _mode(
-            cols, cls, T, alpha, w0, max_iter=MAX_POSTMODE_ITS, grad_tol=GRADIENT_MIN,
+            cols,
+            cls,
+            T,
+            alpha,
+            w0,
+            max_iter=MAX_POSTMODE_ITS,
+            grad_tol=GRADIENT_MIN,
             step_min=STEP_MIN,
         )
         self.logml = _laplace_log_evidence(log_lik, self.w, alpha, self.L)
@@ -469,7 +492,11 @@ class _Laplace:
         self.Q = cross[:, J + K * J : J + K * J + K]  # Q_mk = phi~_m^T (t_k - y_k)
         self.cos = cross[:, J + K * J + K :]
         self.cos_basis = ub
-        Z = solve_lower(self.L, G.reshape(M * K, J).T).reshape(J, M, K) if J else np.zeros((0, M, K))
+        Z = (
+            solve_lower(self.L, G.reshape(M * K, J).T).reshape(J, M, K)
+            if J
+            else np.zeros((0, M, K))
+        )
         sc2 = scale**2
         if shared:
             iu, ju = np.triu_indices(K)
@@ -646,7 +673,11 @@ def fit_evidence_multinomial(
     pos = np.full(K, start)
     cols = np.tile(col[:, None], (1, K))
     with np.errstate(divide="ignore"):
-        alpha = np.full(K, alpha_g[0]) if shared_alpha else np.clip(1 / w0**2, INIT_ALPHA_MIN, INIT_ALPHA_MAX)
+        alpha = (
+            np.full(K, alpha_g[0])
+            if shared_alpha
+            else np.clip(1 / w0**2, INIT_ALPHA_MIN, INIT_ALPHA_MAX)
+        )
     active = [start] if shared_alpha else [k * M + start for k in range(K)]
     state = _Laplace(basis, scale, T, cols, cls, pos, alpha, w0, shared_alpha)
 
@@ -662,8 +693,9 @@ def fit_evidence_multinomial(
         if shared_alpha:
             d = choose_action_shared(state.S, state.Q, active, alpha[::K], blocked=blocked, tol=tol)
         else:
-            d = choose_action(state.S.T.ravel(), state.Q.T.ravel(), active, alpha,
-                              blocked=blocked, tol=tol)
+            d = choose_action(
+                state.S.T.ravel(), state.Q.T.ravel(), active, alpha, blocked=blocked, tol=tol
+            )
         if d.terminate:
             converged = True
             break
