@@ -477,21 +477,44 @@ class _Laplace:
             step_min=STEP_MIN,
         )
         self.logml = _laplace_log_evidence(log_lik, self.w, alpha, self.L)
-        ub = np.unique(pos)  # basis functions in the model (alignment test)
-        D = cols * Y[:, cls]
-        YD = (Y[:, :, None] * D[:, None, :]).reshape(len(Y), K * J)
-        ucols = np.empty((len(Y), len(ub)))
-        for i, b in enumerate(ub):
-            ucols[:, i] = cols[:, np.flatnonzero(pos == b)[0]]
-        V = np.hstack([D, YD, T - Y, ucols])
-        cross = basis.cross(V) / scale[:, None]
+        N = len(Y)
+        iu, ju = np.triu_indices(K)
+        YY = Y[:, iu] * Y[:, ju]  # y_k y_l for k <= l
         # G[m, k, j] = psi_{mk}^T B psi_j
-        #            = [k = cls_j] phi~_m^T D_j - phi~_m^T (y_k * D_j)
-        G = -cross[:, J : J + K * J].reshape(M, K, J)
-        G[:, cls, np.arange(J)] += cross[:, :J]
-        self.Q = cross[:, J + K * J : J + K * J + K]  # Q_mk = phi~_m^T (t_k - y_k)
-        self.cos = cross[:, J + K * J + K :]
-        self.cos_basis = ub
+        #            = [k = cls_j] phi~_m^T (y_{cls_j} c_j) - phi~_m^T (y_k y_{cls_j} c_j)
+        if shared:
+            # Columns come in groups of K (one basis, classes 0..K-1): the
+            # second term is symmetric in (k, cls_j), so only k <= l is needed.
+            nb = J // K
+            Ub = cols[:, ::K]
+            pair = np.zeros((K, K), dtype=int)
+            pair[iu, ju] = pair[ju, iu] = np.arange(iu.size)
+            V = np.hstack(
+                [
+                    (Ub[:, :, None] * Y[:, None, :]).reshape(N, nb * K),
+                    (Ub[:, :, None] * YY[:, None, :]).reshape(N, nb * iu.size),
+                    T - Y,
+                    Ub,
+                ]
+            )
+            cross = basis.cross(V) / scale[:, None]
+            C1 = cross[:, : nb * K].reshape(M, nb, K)
+            C2 = cross[:, nb * K : nb * (K + iu.size)].reshape(M, nb, iu.size)
+            G = -C2[:, :, pair].transpose(0, 2, 1, 3).reshape(M, K, J)  # [m, k, g K + c]
+            G[:, cls, np.arange(J)] += C1.reshape(M, J)
+            rest = cross[:, nb * (K + iu.size) :]
+            self.cos_basis = pos[::K]
+        else:
+            self.cos_basis = np.unique(pos)  # basis functions in the model
+            ucols = cols[:, [np.flatnonzero(pos == b)[0] for b in self.cos_basis]]
+            D = cols * Y[:, cls]
+            YD = (Y[:, :, None] * D[:, None, :]).reshape(N, K * J)
+            cross = basis.cross(np.hstack([D, YD, T - Y, ucols])) / scale[:, None]
+            G = -cross[:, J : J + K * J].reshape(M, K, J)
+            G[:, cls, np.arange(J)] += cross[:, :J]
+            rest = cross[:, J + K * J :]
+        self.Q = rest[:, :K]  # Q_mk = phi~_m^T (t_k - y_k)
+        self.cos = rest[:, K:]
         Z = (
             solve_lower(self.L, G.reshape(M * K, J).T).reshape(J, M, K)
             if J
@@ -499,10 +522,8 @@ class _Laplace:
         )
         sc2 = scale**2
         if shared:
-            iu, ju = np.triu_indices(K)
-            P = Y[:, iu] * Y[:, ju]
             S1 = np.zeros((M, K, K))
-            vals = _weighted_norms2_many(basis, np.hstack([Y, P])) / sc2[:, None]
+            vals = _weighted_norms2_many(basis, np.hstack([Y, YY])) / sc2[:, None]
             S1[:, iu, ju] = -vals[:, K:]
             S1[:, ju, iu] = -vals[:, K:]
             S1[:, np.arange(K), np.arange(K)] += vals[:, :K]
