@@ -309,7 +309,10 @@ def part_nuts(n, seed=0):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
-        "--part", choices=["digits", "synthetic", "nuts"], nargs="*", default=["synthetic", "digits"]
+        "--part",
+        choices=["digits", "synthetic", "nuts"],
+        nargs="*",
+        default=["synthetic", "digits"],
     )
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--seeds", type=int, default=5)

@@ -741,7 +741,9 @@ def fit_evidence_multinomial(
                     in_k = np.isin(state.cos_basis, pos[cls == k])
                     near = (state.cos[m] > ALIGNMENT_MAX) & in_k
                 if np.any(near):
-                    blocked[best] = int(state.cos_basis[np.flatnonzero(near)[0]])
+                    # the blocking weight: a basis (shared) or a class's basis
+                    j = int(state.cos_basis[np.flatnonzero(near)[0]])
+                    blocked[best] = j if shared_alpha else k * M + j
                     counts["aligned"] += 1
                     continue
             new = basis.columns([m])[:, 0] / scale[m]
@@ -760,8 +762,7 @@ def fit_evidence_multinomial(
             keep[members] = False
             w, alpha, cols, cls, pos = w[keep], alpha[keep], cols[:, keep], cls[keep], pos[keep]
             active.remove(best)
-            gone = best if shared_alpha else best % M
-            blocked = {c: j for c, j in blocked.items() if j != gone}
+            blocked = {c: j for c, j in blocked.items() if j != best}
         counts[d.action] += 1
         gains.append(d.gain)
         state = _Laplace(basis, scale, T, cols, cls, pos, alpha, w, shared_alpha)

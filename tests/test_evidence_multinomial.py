@@ -489,3 +489,19 @@ def test_bad_shapes_raise():
         laplace_log_evidence_multinomial(Phi, y, np.ones((2, 4)))
     with pytest.raises(ValueError, match="positive"):
         laplace_log_evidence_multinomial(Phi, y, -np.ones(4))
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_alignment_test_blocks_duplicated_columns(shared):
+    # Every kernel column twice: a duplicate of a basis in the model (of the
+    # same class, with per-class alpha) must never enter it.
+    X, y = make_three_class(90, random_state=4)
+    Phi = design_matrix(X, X, RBF(gamma=0.5))
+    M = Phi.shape[1]
+    Phi2 = np.hstack([Phi, Phi[:, 1:]])
+    res = fit_evidence_multinomial(Phi2, y, shared_alpha=shared)
+    assert res.counts["aligned"] > 0
+    used = np.isfinite(res.alpha)  # (K, 2M - 1)
+    assert not np.any(used[:, 1:M] & used[:, M:])
+    ref = fit_evidence_multinomial(Phi, y, shared_alpha=shared)
+    assert res.log_evidence == pytest.approx(ref.log_evidence, abs=0.5)
