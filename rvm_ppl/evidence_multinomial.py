@@ -24,7 +24,12 @@ For ``K = 2`` the model with shared ``alpha`` *is* the Bernoulli RVM on the
 difference ``w_1 - w_2`` with precision ``alpha / 2``: the sum
 ``w_1 + w_2`` does not enter the likelihood and integrates out exactly, so
 both the exact and the Laplace log evidences coincide with the binary ones
-at ``alpha_binary = alpha / 2``.
+at ``alpha_binary = alpha / 2``, and the fit takes the binary fitter's path
+step for step (tested). With per-class ``alpha`` and ``K = 2`` only
+``1 / alpha_1 + 1 / alpha_2`` (the prior variance of ``w_1 - w_2``) enters
+the evidence, which equals the binary one at
+``alpha_binary = 1 / (1 / alpha_1 + 1 / alpha_2)``; the per-class pair is
+not identifiable, and the fit's path differs from the binary one.
 
 The algorithm
 -------------
@@ -826,10 +831,12 @@ def predict_proba_multinomial(Phi_test_active, result, *, n_draws=N_DRAWS, seed=
     and ``w ~ N(mu, Sigma)`` (the Laplace posterior), estimated by Monte Carlo:
     ``n_draws`` weight vectors (antithetic pairs ``mu +- L z`` with
     ``L L^T = Sigma``, fixed ``seed``), shared by all test points. The
-    antithetic pairs cancel the odd-order terms of the error; the remaining
-    standard error is below ``0.5 / sqrt(n_draws)`` per probability
-    (about 0.011 at the default 2000 draws, usually far less). ``n_draws = 0``
-    returns the plug-in ``softmax(phi^T mu)``.
+    antithetic pairs cancel the odd-order terms of the error. A probability
+    has variance at most 1/4 under the posterior and a pair's average at
+    most that, so the standard error is at most ``0.5 sqrt(2 / n_draws)``
+    (0.016 at the default 2000 draws); measured against 200 000 draws it was
+    below 0.011 on every test point (tests). ``n_draws = 0`` returns the
+    plug-in ``softmax(phi^T mu)``.
 
     Parameters
     ----------
