@@ -184,3 +184,51 @@ def load_boston():
     d = _load("housing.data")
     return d[:, :13], d[:, 13]
 
+
+
+# Three classes, each an equal mixture of two isotropic Gaussians (a
+# three-class relative of Ripley's data), for calibration checks.
+_THREE_CLASS_MEANS = np.array(
+    [
+        [[-1.0, 0.6], [0.6, 1.4]],
+        [[1.0, -0.6], [-0.6, -1.4]],
+        [[0.1, 0.0], [1.6, 0.9]],
+    ]
+)
+_THREE_CLASS_VAR = 0.3
+
+
+def make_three_class(n_samples=300, *, random_state=None):
+    """Draw a three-class problem whose class probabilities are known.
+
+    Classes 0, 1, 2 are equally likely; each is an equal mixture of two
+    Gaussians with covariance ``0.3 I`` (means in ``_THREE_CLASS_MEANS``).
+    :func:`three_class_proba` gives the true ``P(y = k | x)``.
+
+    Returns
+    -------
+    X : ndarray of shape (n_samples, 2)
+    y : ndarray of shape (n_samples,), int in {0, 1, 2}
+    """
+    rng = np.random.default_rng(random_state)
+    y = rng.integers(0, 3, n_samples)
+    component = rng.integers(0, 2, n_samples)
+    noise = rng.standard_normal((n_samples, 2)) * np.sqrt(_THREE_CLASS_VAR)
+    return _THREE_CLASS_MEANS[y, component] + noise, y
+
+
+def three_class_proba(X):
+    """True ``P(y = k | x)`` of :func:`make_three_class`, shape (n, 3).
+
+    Examples
+    --------
+    >>> p = three_class_proba(np.zeros((1, 2)))
+    >>> p.shape, bool(np.isclose(p.sum(), 1.0))
+    ((1, 3), True)
+    """
+    X = np.asarray(X, dtype=float)
+    d2 = ((X[:, None, None, :] - _THREE_CLASS_MEANS[None]) ** 2).sum(axis=-1)
+    log_dens = np.logaddexp(*np.moveaxis(-0.5 * d2 / _THREE_CLASS_VAR, -1, 0))
+    log_dens -= log_dens.max(axis=1, keepdims=True)
+    p = np.exp(log_dens)
+    return p / p.sum(axis=1, keepdims=True)

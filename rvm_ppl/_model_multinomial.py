@@ -1,0 +1,188 @@
+"""The multinomial (softmax) RVM as a PyMC model, in the marginal form.
+
+To be folded into :func:`rvm_ppl.model.build_model` as
+``likelihood="multinomial"``. Tipping (2001), eq. (28): ``K`` weight vectors
+(all kept, see :mod:`rvm_ppl.evidence_multinomial` for why no reference
+class), ``P(t_n = k | W) = softmax(Phi W^T)_nk``, with ``alpha`` integrated
+out as the binary classifier of :mod:`rvm_ppl.model` does:
+
+per-class ``alpha`` (``shared_alpha=False``)
+    ``alpha_km ~ Gamma(a, b)`` independently, so every weight has the
+    Student-t prior of eq. (32), ``w_km ~ t_{2a}(0, sqrt(b / a))``, sampled
+    on the scale ``asinh(w / sqrt(2 b))`` (``ScaledAsinh``).
+shared ``alpha`` (``shared_alpha=True``)
+    ``alpha_m ~ Gamma(a, b)`` shared by the ``K`` weights of basis ``m``:
+    integrating it out gives
+    ``p(w_m) ∝ (1 + ||w_m||^2 / (2 b))^{-(a + K/2)}``, a multivariate
+    Student-t with ``2a`` degrees of freedom and scale matrix ``(b / a) I``,
+    sampled on the radial scale ``v = w asinh(||w|| / c) / ||w||`` with
+    ``c = sqrt(2 b)`` (:func:`_radial_asinh_class`), on which the density
+    has exponential tails.
+
+``alpha`` is drawn afterwards from its conditional:
+``Gamma(a + 1/2, b + w_km^2 / 2)`` per class, ``Gamma(a + K/2, b + ||w_m||^2 / 2)``
+shared (:func:`alpha_given_weights_multinomial`).
+
+The hyperprior defaults to the binary classifier's
+:data:`rvm_ppl.model.BERNOULLI_PRIORS` (``a = 3, b = 2``) for the same
+reason (a kernel basis separates any labelling, so ``a -> 0`` leaves the
+posterior improper in practice).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .model import _scaled_asinh_class, model_priors
+
+
+def build_multinomial_model(
+    Phi, y, *, n_classes=None, shared_alpha=False, basis=None, classes=None, priors=None
+):
+    """Declare the softmax RVM (Tipping 2001, eq. 28) as a PyMC model, ``alpha`` integrated out.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, M)
+    y : ndarray of shape (N,)
+        Integer labels in ``0, ..., K - 1``.
+    n_classes : int, optional
+        ``K``; default ``max(y) + 1``.
+    shared_alpha : bool
+        One ``alpha`` per basis shared by the classes (multivariate Student-t
+        prior on each basis's ``K`` weights) or one per class and basis.
+    basis : list of str, optional
+        Labels of the basis functions (coordinate ``basis``).
+    classes : list, optional
+        Labels of the classes (coordinate ``class``); default ``0 .. K-1``.
+    priors : dict, optional
+        Gamma hyperprior ``a, b`` on ``alpha`` (shape, rate); default
+        :data:`rvm_ppl.model.BERNOULLI_PRIORS`.
+
+    Returns
+    -------
+    pymc.Model
+        Coords ``obs``, ``basis``, ``class``; data ``Phi`` and ``y_obs``;
+        free variable ``w`` (dims ``("class", "basis")``); observed ``y``.
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    from .evidence_multinomial import _one_hot
+
+    Phi = np.asarray(Phi, dtype=float)
+    N, M = Phi.shape
+    y = np.asarray(y)
+    if y.shape != (N,):
+        raise ValueError(f"y has shape {y.shape}; expected ({N},) to match Phi.")
+    _, K = _one_hot(y, n_classes)  # validates the labels
+    p = model_priors(priors, "bernoulli")
+    if p["a"] <= 0 or p["b"] <= 0:
+        raise ValueError("PyMC needs proper hyperpriors: a and b must be positive.")
+    coords = {
+        "obs": np.arange(N),
+        "basis": list(basis) if basis is not None else [f"phi_{m}" for m in range(M)],
+        "class": list(classes) if classes is not None else list(range(K)),
+    }
+    if len(coords["class"]) != K:
+        raise ValueError(f"classes has {len(coords['class'])} labels but there are {K} classes.")
+    c = np.sqrt(2 * p["b"])
+    with pm.Model(coords=coords) as model:
+        Phi_d = pm.Data("Phi", Phi, dims=("obs", "basis"))
+        y_d = pm.Data("y_obs", y.astype(np.int64), dims="obs")
+        if shared_alpha:
+            # alpha_m ~ Gamma(a, b) shared by the K weights of basis m, integrated out.
+            Wt = pm.MvStudentT(
+                "w_basis",
+                nu=2 * p["a"],
+                mu=np.zeros(K),
+                scale=(p["b"] / p["a"]) * np.eye(K),
+                dims=("basis", "class"),
+                transform=_radial_asinh_class()(c),
+            )
+            W = pm.Deterministic("w", Wt.T, dims=("class", "basis"))
+        else:
+            # Tipping (2001) eq. (32) for every weight.
+            W = pm.StudentT(
+                "w",
+                nu=2 * p["a"],
+                mu=0.0,
+                sigma=np.sqrt(p["b"] / p["a"]),
+                dims=("class", "basis"),
+                transform=_scaled_asinh_class()(c),
+            )
+        logits = pt.dot(Phi_d, W.T)  # a_nk = phi_n^T w_k
+        pm.Categorical("y", logit_p=logits, observed=y_d, dims="obs")  # eq. (28)
+    return model
+
+
+def alpha_given_weights_multinomial(W, priors, rng, *, shared_alpha):
+    """Exact draws of ``alpha`` given the weights ``W`` (..., K, M).
+
+    Per class: ``Gamma(a + 1/2, b + w_km^2 / 2)``, shape (..., K, M).
+    Shared: ``Gamma(a + K/2, b + ||w_m||^2 / 2)``, shape (..., M).
+    """
+    W = np.asarray(W, dtype=float)
+    if shared_alpha:
+        K = W.shape[-2]
+        return rng.gamma(priors["a"] + K / 2, 1.0 / (priors["b"] + 0.5 * np.sum(W**2, axis=-2)))
+    return rng.gamma(priors["a"] + 0.5, 1.0 / (priors["b"] + 0.5 * W**2))
+
+
+@functools.cache
+def _radial_asinh_class():
+    """Define the ``RadialAsinh`` transform on first use (no PyMC import at module load)."""
+    import pytensor.tensor as pt
+    from pymc.logprob.transforms import Transform
+
+    small = 1e-8  # below this r^2, the series sinh(r) / r = 1 + r^2 / 6
+
+    def _sinhc_and_log(r2):
+        """``sinh(r) / r`` and ``log(sinh(r) / r)`` for ``r^2 = r2``, safe at 0."""
+        big = r2 >= small
+        r = pt.sqrt(pt.switch(big, r2, 1.0))
+        sinhc = pt.switch(big, pt.sinh(r) / r, 1.0 + r2 / 6.0)
+        log_sinhc = pt.switch(
+            big, r + pt.log(-pt.expm1(-2.0 * r)) - np.log(2.0) - pt.log(r), r2 / 6.0
+        )
+        return sinhc, log_sinhc, r
+
+    class RadialAsinh(Transform):
+        """``v = w asinh(||w|| / c) / ||w||`` on the last axis (length ``K``).
+
+        Inverse: ``w = c sinh(r) v / r`` with ``r = ||v||``; its Jacobian
+        determinant is ``c^K cosh(r) (sinh(r) / r)^{K-1}``. A multivariate
+        Student-t ``(1 + ||w||^2 / c^2)^{-(a + K/2)}`` becomes
+        ``cosh(r)^{-(2a + K - 1)} (sinh(r) / r)^{K-1}``: smooth at 0 and
+        ``~ exp(-2 a r)`` in the tails. For ``K = 1`` it is ``ScaledAsinh``.
+        """
+
+        name = "radial_asinh"
+        ndim_supp = 1
+
+        def __init__(self, c):
+            self.c = float(c)
+
+        def forward(self, value, *inputs):
+            r2 = pt.sum((value / self.c) ** 2, axis=-1, keepdims=True)
+            big = r2 >= small
+            rw = pt.sqrt(pt.switch(big, r2, 1.0))
+            # asinh(x) / x, with its series 1 - x^2 / 6 near 0
+            ratio = pt.switch(big, pt.arcsinh(rw) / rw, 1.0 - r2 / 6.0)
+            return value / self.c * ratio
+
+        def backward(self, value, *inputs):
+            r2 = pt.sum(value**2, axis=-1, keepdims=True)
+            sinhc, _, _ = _sinhc_and_log(r2)
+            return self.c * value * sinhc
+
+        def log_jac_det(self, value, *inputs):
+            K = value.shape[-1]
+            r2 = pt.sum(value**2, axis=-1)
+            _, log_sinhc, r = _sinhc_and_log(r2)
+            log_cosh = pt.switch(r2 >= small, r + pt.log1p(pt.exp(-2.0 * r)) - np.log(2.0), r2 / 2)
+            return K * np.log(self.c) + log_cosh + (K - 1) * log_sinhc
+
+    return RadialAsinh

@@ -1,0 +1,882 @@
+"""Type-II maximum likelihood for the multinomial (softmax) RVM.
+
+Tipping (2001), §3, eq. (28) generalises the Bernoulli likelihood to ``K``
+classes: ``P(t | W) = prod_n prod_k y_nk^t_nk`` with the softmax link
+``y_nk = exp(a_nk) / sum_l exp(a_nl)``, ``a_nk = phi_n^T w_k``, one weight
+vector ``w_k`` per class, each with its own ARD precisions ``alpha_k``
+(``shared_alpha=False``) or with one ``alpha`` per basis function shared by
+the ``K`` classes (``shared_alpha=True``; "the hyperparameters could be
+shared amongst outputs if desired").
+
+Identifiability
+---------------
+All ``K`` weight vectors are kept, as in eq. (28). The softmax is unchanged
+when the same vector is added to every ``w_k``, so the likelihood alone has a
+flat direction; the Gaussian prior removes it: the log posterior is strictly
+concave (its negated Hessian ``Psi^T B Psi + A`` is positive definite), so the
+mode is unique and the Laplace approximation proper. With shared ``alpha``
+the stationarity condition ``Phi^T (T - Y) = W A`` summed over the classes
+gives ``sum_k w_k = 0`` at the mode: the prior picks the sum-to-zero
+representative. A reference class (``w_K = 0``) would make the prior, and
+so the evidence and the predictions, depend on which class is the
+reference; keeping ``K`` vectors keeps the model symmetric in the classes.
+For ``K = 2`` the model with shared ``alpha`` *is* the Bernoulli RVM on the
+difference ``w_1 - w_2`` with precision ``alpha / 2``: the sum
+``w_1 + w_2`` does not enter the likelihood and integrates out exactly, so
+both the exact and the Laplace log evidences coincide with the binary ones
+at ``alpha_binary = alpha / 2``, and the fit takes the binary fitter's path
+step for step (tested). With per-class ``alpha`` and ``K = 2`` only
+``1 / alpha_1 + 1 / alpha_2`` (the prior variance of ``w_1 - w_2``) enters
+the evidence, which equals the binary one at
+``alpha_binary = 1 / (1 / alpha_1 + 1 / alpha_2)``; the per-class pair is
+not identifiable, and the fit's path differs from the binary one.
+
+The algorithm
+-------------
+As :mod:`rvm_ppl.evidence_laplace` does for two classes, every step runs on
+the Laplace approximation at the posterior mode (Newton's method with the
+block Hessian of the ``K`` weight vectors, ``B_n = diag(y_n) - y_n y_n^T``;
+Nabney 1999), and the action is chosen from the statistics of a regression
+with the (singular, positive semi-definite) noise precision matrix ``B``
+frozen at the mode. A *group* of weights shares one ``alpha``: with
+per-class ``alpha`` a group is one weight ``w_km`` and the scalar formulas
+of Tipping & Faul (2003) apply unchanged (:func:`rvm_ppl.evidence.choose_action`
+on ``K M`` candidates); with shared ``alpha`` a group is the ``K`` weights
+of one basis function, its factors are a ``K x K`` matrix ``s_m`` and a
+``K``-vector ``q_m``, and its contribution to the log evidence is
+``l(alpha) = 1/2 sum_j [log alpha - log(alpha + lambda_j) + qt_j^2 / (alpha + lambda_j)]``
+with ``lambda_j`` the eigenvalues of ``s_m`` and ``qt = U^T q_m`` (the
+multi-output generalisation of Faul & Tipping 2002, eq. 13). It has no
+closed-form maximiser; :func:`_maximise_group` finds it by a grid in
+``log alpha`` refined by golden-section search. A basis function is
+deleted when no finite ``alpha`` makes ``l`` positive.
+
+As for two classes the recorded Laplace log evidence can decrease slightly
+after an action (``B`` moves with the mode); what the algorithm promises is
+that every action raises the frozen-``B`` evidence by the predicted gain
+(tested exactly), and the run stops at the best model seen when steps cycle.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+
+import numpy as np
+from scipy import linalg
+from scipy.special import logsumexp, softmax
+
+from ._basis import DenseBasis, KernelBasis, LowRankKernelBasis
+from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
+from .evidence import (
+    ADD,
+    ALIGNMENT_MAX,
+    DELETE,
+    INIT_ALPHA_MAX,
+    MIN_DELTA_LOG_ALPHA,
+    REESTIMATE,
+    _decide,
+    choose_action,
+    warn_not_converged,
+)
+from .evidence_laplace import (
+    GRADIENT_MIN,
+    INIT_ALPHA_MIN,
+    LOGIT_TARGET_SHRINK,
+    MAX_POSTMODE_ITS,
+    STALL_GAIN,
+    STALL_ITERATIONS,
+    STEP_MIN,
+)
+
+# Shared-alpha groups: the maximiser of l(alpha) is searched on a grid of
+# log(alpha / lambda_max) in [-GRID_HALF_WIDTH, GRID_HALF_WIDTH] with unit
+# spacing, then refined by GOLDEN_STEPS golden-section steps (bracket 2 ->
+# 2 * 0.618^40 ~ 1e-8 in log alpha).
+GRID_HALF_WIDTH = 30
+GOLDEN_STEPS = 40
+# A group is relevant when its best l(alpha) exceeds this (nats); the scalar
+# path uses ZERO_FACTOR on q^2 - s instead.
+GROUP_ZERO_GAIN = 1e-12
+# Monte Carlo draws of the weights for the predictive probabilities.
+N_DRAWS = 2000
+
+
+# -- the model on columns ----------------------------------------------------------
+#
+# A "column" j is one weight: basis column cols[:, j] entering the latent value
+# of class cls[j]. With shared alpha every basis in the model contributes K
+# columns, one per class; with per-class alpha each class has its own set.
+
+
+def _latent(cols, cls, w, K):
+    """Latent values ``a_nk = sum_{j: cls_j = k} cols_nj w_j``, shape (N, K)."""
+    E = np.zeros((cols.shape[1], K))
+    E[np.arange(cols.shape[1]), cls] = w
+    return cols @ E
+
+
+def _log_likelihood(A, T):
+    """Multinomial log likelihood, eq. (28): ``sum_nk t_nk a_nk - sum_n log sum_k exp(a_nk)``."""
+    return float(np.sum(T * A) - np.sum(logsumexp(A, axis=1)))
+
+
+def _neg_hessian(cols, cls, Y, alpha):
+    """``H = Psi^T B Psi + A`` with ``B_n = diag(y_n) - y_n y_n^T`` (Nabney 1999).
+
+    Entry ``(i, j)`` is ``sum_n c_ni c_nj (y_{n,k_i} [k_i = k_j] - y_{n,k_i} y_{n,k_j})``:
+    with ``D = cols * Y[:, cls]`` that is ``(D^T cols) * same_class - D^T D``.
+    """
+    D = cols * Y[:, cls]
+    H = (D.T @ cols) * (cls[:, None] == cls[None, :]) - D.T @ D
+    H[np.diag_indices_from(H)] += alpha
+    return H
+
+
+def _factor(H):
+    """Cholesky factor of ``H`` (package jitter policy) and an ill-conditioning flag."""
+    if H.shape[0] == 0:
+        return np.zeros((0, 0)), False
+    try:
+        L = linalg.cholesky(H, lower=True, check_finite=False)
+        ill = False
+    except linalg.LinAlgError:
+        L = cholesky_jittered(H, what="Hessian of the log posterior")
+        ill = True
+    rcond, _ = linalg.lapack.dtrcon(L, norm="1", uplo="L")
+    return L, ill or rcond**2 < np.finfo(float).eps
+
+
+def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
+    """Newton's method with step halving for the mode (:func:`posterior_mode_multinomial`)."""
+    K = T.shape[1]
+    J = cols.shape[1]
+    w = np.zeros(J) if w0 is None else np.array(w0, dtype=float)
+    A = _latent(cols, cls, w, K)
+    error = -_log_likelihood(A, T) + 0.5 * float(np.sum(alpha * w**2))
+    n_iter = 0
+    for n_iter in range(max_iter + 1):
+        Y = softmax(A, axis=1)
+        g = np.einsum("nj,nj->j", cols, (T - Y)[:, cls]) - alpha * w
+        if J == 0 or np.max(np.abs(g)) < grad_tol or n_iter == max_iter:
+            break
+        L, _ = _factor(_neg_hessian(cols, cls, Y, alpha))
+        delta = cho_solve(L, g)
+        step = 1.0
+        while step >= step_min:
+            w_new = w + step * delta
+            A_new = _latent(cols, cls, w_new, K)
+            error_new = -_log_likelihood(A_new, T) + 0.5 * float(np.sum(alpha * w_new**2))
+            if error_new < error:
+                w, A, error = w_new, A_new, error_new
+                break
+            step /= 2
+        else:
+            break
+    Y = softmax(A, axis=1)
+    g = np.einsum("nj,nj->j", cols, (T - Y)[:, cls]) - alpha * w
+    L, ill = _factor(_neg_hessian(cols, cls, Y, alpha))
+    grad_max = float(np.max(np.abs(g))) if J else 0.0
+    return w, L, _log_likelihood(A, T), Y, n_iter, grad_max, ill
+
+
+def _laplace_log_evidence(log_lik, w, alpha, L):
+    """Laplace log evidence ``log P(T|W) - w^T A w/2 + sum log(alpha)/2 - log|H|/2``.
+
+    Tipping (2001), §3; MacKay (1992).
+    """
+    return (
+        log_lik
+        - 0.5 * float(np.sum(alpha * w**2))
+        + 0.5 * float(np.sum(np.log(alpha)))
+        - 0.5 * cho_logdet(L)
+    )
+
+
+def _one_hot(y, n_classes=None):
+    """Validate integer labels and return ``(T, K)`` with ``T`` the one-of-K coding."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"Labels must be a 1-D array, got shape {y.shape}.")
+    if y.size == 0:
+        raise ValueError("No labels given.")
+    if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)):
+        raise ValueError("Labels must be finite integers 0, ..., K - 1.")
+    if np.any(y != np.round(y)):
+        raise ValueError("Labels must be integers 0, ..., K - 1.")
+    y = y.astype(int)
+    if y.min() < 0:
+        raise ValueError(f"Labels must lie in 0, ..., K - 1; got a negative label {y.min()}.")
+    K = int(y.max()) + 1 if n_classes is None else int(n_classes)
+    if K < 2:
+        raise ValueError(f"Multinomial classification needs at least 2 classes, got {K}.")
+    if y.min() < 0 or y.max() >= K:
+        raise ValueError(f"Labels must lie in 0, ..., {K - 1}; got range [{y.min()}, {y.max()}].")
+    if np.unique(y).size < 2:
+        raise ValueError("The labels contain a single class; at least two are needed.")
+    T = np.zeros((y.size, K))
+    T[np.arange(y.size), y] = 1.0
+    return T, K
+
+
+def _dense_alpha(alpha, K, M):
+    alpha = np.asarray(alpha, dtype=float)
+    if alpha.ndim == 1:
+        alpha = np.broadcast_to(alpha, (K, M))
+    if alpha.shape != (K, M):
+        raise ValueError(f"alpha must have shape ({M},) or ({K}, {M}), got {alpha.shape}.")
+    if np.any(~(alpha > 0)):
+        raise ValueError("alpha must be positive (inf drops a weight).")
+    return alpha
+
+
+def posterior_mode_multinomial(
+    Phi,
+    y,
+    alpha,
+    *,
+    n_classes=None,
+    max_iter=MAX_POSTMODE_ITS,
+    grad_tol=GRADIENT_MIN,
+    step_min=STEP_MIN,
+):
+    """Posterior mode of the ``K`` weight vectors of a softmax model with an ARD prior.
+
+    Maximises ``log P(T | W) - sum_k w_k^T A_k w_k / 2`` (Tipping 2001, eqs.
+    24 and 28) by Newton's method with the block Hessian (SparseBayes's
+    ``SB2_PosteriorMode`` generalised to ``K`` outputs).
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, M)
+    y : ndarray of shape (N,)
+        Integer labels in ``0, ..., K - 1``.
+    alpha : ndarray of shape (M,) or (K, M)
+        Prior precisions; ``inf`` fixes the weight at 0.
+    n_classes : int, optional
+        ``K``; default ``max(y) + 1``.
+    max_iter, grad_tol, step_min
+        As :func:`rvm_ppl.evidence_laplace.posterior_mode`.
+
+    Returns
+    -------
+    W : ndarray of shape (K, M)
+        The mode (0 where ``alpha`` is infinite).
+    log_evidence : float
+        The Laplace approximation to ``log P(T | alpha)`` at the mode.
+    grad_max : float
+        Largest absolute gradient component at the returned point.
+    """
+    Phi = np.asarray(Phi, dtype=float)
+    T, K = _one_hot(y, n_classes)
+    M = Phi.shape[1]
+    alpha = _dense_alpha(alpha, K, M)
+    kk, mm = np.nonzero(np.isfinite(alpha))
+    cols = Phi[:, mm]
+    w, L, log_lik, _, _, grad_max, _ = _mode(
+        cols,
+        kk,
+        T,
+        alpha[kk, mm],
+        None,
+        max_iter=max_iter,
+        grad_tol=grad_tol,
+        step_min=step_min,
+    )
+    W = np.zeros((K, M))
+    W[kk, mm] = w
+    return W, _laplace_log_evidence(log_lik, w, alpha[kk, mm], L), grad_max
+
+
+def laplace_log_evidence_multinomial(Phi, y, alpha, *, n_classes=None):
+    """Laplace approximation to the log evidence of the softmax RVM at fixed ``alpha``.
+
+    A reference for tests, like :func:`rvm_ppl.evidence_laplace.laplace_log_evidence`.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, M)
+    y : ndarray of shape (N,)
+        Integer labels in ``0, ..., K - 1``.
+    alpha : ndarray of shape (M,) (shared) or (K, M)
+    n_classes : int, optional
+
+    Returns
+    -------
+    float
+    """
+    return posterior_mode_multinomial(
+        Phi, y, alpha, n_classes=n_classes, max_iter=200, grad_tol=1e-10
+    )[1]
+
+
+# -- the shared-alpha group objective ------------------------------------------------
+
+
+def group_gain(alpha, lam, qt2):
+    """``l(alpha)``: a group's contribution to the (frozen-``B``) log evidence.
+
+    ``1/2 sum_j [log alpha - log(alpha + lambda_j) + qt_j^2 / (alpha + lambda_j)]``,
+    Faul & Tipping (2002), eq. (13), for ``K`` weights sharing one ``alpha``,
+    written in the eigenbasis of the group's ``K x K`` factor ``s``
+    (``lambda_j`` its eigenvalues, ``qt = U^T q``). ``l(inf) = 0``.
+
+    Parameters
+    ----------
+    alpha : ndarray of shape (G,) or (G, P)
+    lam, qt2 : ndarray of shape (G, K)
+
+    Returns
+    -------
+    ndarray of the shape of ``alpha``
+    """
+    alpha = np.asarray(alpha, dtype=float)
+    a = alpha[..., None]
+    lam_ = lam if alpha.ndim == 1 else lam[:, None, :]
+    q_ = qt2 if alpha.ndim == 1 else qt2[:, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = 0.5 * np.sum(-np.log1p(lam_ / a) + q_ / (a + lam_), axis=-1)
+    return np.where(np.isinf(alpha), 0.0, out)
+
+
+def _maximise_group(lam, qt2):
+    """Maximiser ``alpha*`` of :func:`group_gain` for every group, and ``l(alpha*)``.
+
+    ``l -> -inf`` as ``alpha -> 0`` (when some ``lambda_j > 0``) and ``l -> 0``
+    as ``alpha -> inf``; ``alpha* = inf`` when no finite ``alpha`` makes
+    ``l`` positive. Grid over ``log(alpha / lambda_max)`` then golden-section
+    search in the bracket around the best grid point.
+    """
+    G = lam.shape[0]
+    lmax = np.maximum(lam.max(axis=1), np.finfo(float).tiny)
+    offsets = np.arange(-GRID_HALF_WIDTH, GRID_HALF_WIDTH + 1, dtype=float)
+    X = np.log(lmax)[:, None] + offsets[None, :]
+    F = group_gain(np.exp(X), lam, qt2)
+    i = np.argmax(F, axis=1)
+    r = np.arange(G)
+    lo = X[r, np.maximum(i - 1, 0)]
+    hi = X[r, np.minimum(i + 1, X.shape[1] - 1)]
+    g = (np.sqrt(5) - 1) / 2
+    x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
+    f1 = group_gain(np.exp(x1), lam, qt2)
+    f2 = group_gain(np.exp(x2), lam, qt2)
+    for _ in range(GOLDEN_STEPS):
+        left = f1 > f2  # the maximum lies in [lo, x2]; else in [x1, hi]
+        hi = np.where(left, x2, hi)
+        lo = np.where(left, lo, x1)
+        xn = np.where(left, hi - g * (hi - lo), lo + g * (hi - lo))
+        fn = group_gain(np.exp(xn), lam, qt2)
+        x1, x2, f1, f2 = (
+            np.where(left, xn, x2),
+            np.where(left, x1, xn),
+            np.where(left, fn, f2),
+            np.where(left, f1, fn),
+        )
+    x = np.where(f1 > f2, x1, x2)
+    best = np.maximum(f1, f2)
+    grid_best = F[r, i]
+    x = np.where(grid_best > best, X[r, i], x)
+    best = np.maximum(best, grid_best)
+    alpha = np.where(best > GROUP_ZERO_GAIN, np.exp(x), np.inf)
+    return alpha, np.where(np.isfinite(alpha), best, 0.0)
+
+
+def group_out_factors(S, Q, alpha):
+    """Eigen-decomposed out factors of groups in the model (``alpha`` finite) or out of it.
+
+    For a group in the model with in-model factors ``S`` (``K x K``) and
+    ``Q``, ``s = alpha (alpha I - S)^{-1} S`` and ``q = alpha (alpha I - S)^{-1} Q``
+    (Tipping & Faul 2003, eqs. 23-24 in matrix form); out of the model
+    ``s = S, q = Q``. Returns ``lambda`` (eigenvalues of ``s``, clipped at 0)
+    and ``qt^2`` (squared coordinates of ``q`` in its eigenbasis), each (G, K).
+    """
+    lamS, U = np.linalg.eigh(S)
+    lamS = np.maximum(lamS, 0.0)
+    QU = np.einsum("gkj,gk->gj", U, Q)
+    a = np.asarray(alpha, dtype=float)[:, None]
+    inm = np.isfinite(a)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        ratio = np.where(inm, a / (a - lamS), 1.0)
+    return lamS * ratio, (QU * ratio) ** 2
+
+
+def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
+    """Choose the best add / re-estimate / delete step for groups sharing one ``alpha``.
+
+    The decision phase of Tipping & Faul (2003), §4, with SparseBayes's
+    preferences (a pending deletion wins), on :func:`group_gain`: a group
+    in the model with ``max l <= 0`` is deleted (gain ``-l(alpha)``), one
+    with a finite maximiser is re-estimated (gain ``l(alpha*) - l(alpha)``),
+    a relevant group outside it is added (gain ``l(alpha*)``).
+
+    Parameters
+    ----------
+    S : ndarray of shape (M, K, K)
+        In-model sparsity factors of every basis function.
+    Q : ndarray of shape (M, K)
+        In-model quality factors.
+    active : sequence of int
+        Basis indices in the model, in the order of ``alpha``.
+    alpha : ndarray of shape (len(active),)
+    blocked : collection of int
+    tol : float
+
+    Returns
+    -------
+    rvm_ppl.evidence.Decision
+    """
+    M = S.shape[0]
+    act = np.asarray(active, dtype=int)
+    in_model = np.zeros(M, dtype=bool)
+    in_model[act] = True
+    alpha_of = np.full(M, np.inf)
+    alpha_of[act] = alpha
+    lam, qt2 = group_out_factors(S, Q, alpha_of)
+    new_alpha, lmax = _maximise_group(lam, qt2)
+    dl = np.zeros(M)
+    relevant = np.isfinite(new_alpha)
+    re = act[relevant[act]]
+    de = act[~relevant[act]]
+    cur = group_gain(alpha_of[act], lam[act], qt2[act])
+    dl[re] = lmax[re] - cur[relevant[act]]
+    dl[de] = -cur[~relevant[act]]
+    cand = ~in_model & relevant
+    if len(blocked):
+        cand[list(blocked)] = False
+    ad = np.flatnonzero(cand)
+    dl[ad] = lmax[ad]
+    alpha_for_tol = np.where(in_model, alpha_of, 0.0)
+    return _decide(dl, new_alpha, alpha_for_tol, in_model, re, de, ad, tol)
+
+
+# -- the statistics of every candidate at the current mode ----------------------------
+
+
+def _weighted_norms2_many(basis, Wts):
+    """``sum_n w_np phi_nm^2`` for every column ``m`` and weight vector ``p``: (M, P)."""
+    if isinstance(basis, DenseBasis):
+        return (basis.Phi**2).T @ Wts
+    if isinstance(basis, KernelBasis) and not isinstance(basis, LowRankKernelBasis):
+        out = np.empty((basis.n_basis, Wts.shape[1]))
+        for sl, B in basis._kernel_blocks():
+            out[sl] = (B**2).T @ Wts
+        return out
+    return np.column_stack([basis.weighted_norms2(Wts[:, p]) for p in range(Wts.shape[1])])
+
+
+class _Laplace:
+    """Laplace approximation at the mode and every candidate's factors (unit-norm columns)."""
+
+    def __init__(self, basis, scale, T, cols, cls, pos, alpha, w0, shared):
+        K = T.shape[1]
+        M = basis.n_basis
+        J = cols.shape[1]
+        self.w, self.L, log_lik, Y, _, _, self.ill = _mode(
+            cols,
+            cls,
+            T,
+            alpha,
+            w0,
+            max_iter=MAX_POSTMODE_ITS,
+            grad_tol=GRADIENT_MIN,
+            step_min=STEP_MIN,
+        )
+        self.logml = _laplace_log_evidence(log_lik, self.w, alpha, self.L)
+        N = len(Y)
+        iu, ju = np.triu_indices(K)
+        YY = Y[:, iu] * Y[:, ju]  # y_k y_l for k <= l
+        # G[m, k, j] = psi_{mk}^T B psi_j
+        #            = [k = cls_j] phi~_m^T (y_{cls_j} c_j) - phi~_m^T (y_k y_{cls_j} c_j)
+        if shared:
+            # Columns come in groups of K (one basis, classes 0..K-1): the
+            # second term is symmetric in (k, cls_j), so only k <= l is needed.
+            nb = J // K
+            Ub = cols[:, ::K]
+            pair = np.zeros((K, K), dtype=int)
+            pair[iu, ju] = pair[ju, iu] = np.arange(iu.size)
+            V = np.hstack(
+                [
+                    (Ub[:, :, None] * Y[:, None, :]).reshape(N, nb * K),
+                    (Ub[:, :, None] * YY[:, None, :]).reshape(N, nb * iu.size),
+                    T - Y,
+                    Ub,
+                ]
+            )
+            cross = basis.cross(V) / scale[:, None]
+            C1 = cross[:, : nb * K].reshape(M, nb, K)
+            C2 = cross[:, nb * K : nb * (K + iu.size)].reshape(M, nb, iu.size)
+            G = -C2[:, :, pair].transpose(0, 2, 1, 3).reshape(M, K, J)  # [m, k, g K + c]
+            G[:, cls, np.arange(J)] += C1.reshape(M, J)
+            rest = cross[:, nb * (K + iu.size) :]
+            self.cos_basis = pos[::K]
+        else:
+            self.cos_basis = np.unique(pos)  # basis functions in the model
+            ucols = cols[:, [np.flatnonzero(pos == b)[0] for b in self.cos_basis]]
+            D = cols * Y[:, cls]
+            YD = (Y[:, :, None] * D[:, None, :]).reshape(N, K * J)
+            cross = basis.cross(np.hstack([D, YD, T - Y, ucols])) / scale[:, None]
+            G = -cross[:, J : J + K * J].reshape(M, K, J)
+            G[:, cls, np.arange(J)] += cross[:, :J]
+            rest = cross[:, J + K * J :]
+        self.Q = rest[:, :K]  # Q_mk = phi~_m^T (t_k - y_k)
+        self.cos = rest[:, K:]
+        Z = (
+            solve_lower(self.L, G.reshape(M * K, J).T).reshape(J, M, K)
+            if J
+            else np.zeros((0, M, K))
+        )
+        sc2 = scale**2
+        if shared:
+            S1 = np.zeros((M, K, K))
+            vals = _weighted_norms2_many(basis, np.hstack([Y, YY])) / sc2[:, None]
+            S1[:, iu, ju] = -vals[:, K:]
+            S1[:, ju, iu] = -vals[:, K:]
+            S1[:, np.arange(K), np.arange(K)] += vals[:, :K]
+            # S_m = Psi_m^T B Psi_m - Psi_m^T B Psi Sigma Psi^T B Psi_m (K x K)
+            self.S = S1 - np.einsum("jmk,jml->mkl", Z, Z)
+        else:
+            S1 = _weighted_norms2_many(basis, Y * (1 - Y)) / sc2[:, None]
+            self.S = S1 - np.einsum("jmk,jmk->mk", Z, Z)
+
+
+@dataclass
+class MultinomialEvidenceResult:
+    """Outcome of :func:`fit_evidence_multinomial`, on the original basis scale.
+
+    Attributes
+    ----------
+    active : ndarray of int, shape (n_active,)
+        Sorted indices of the basis functions in the model of at least one class.
+    mu : ndarray of shape (K, n_active)
+        Posterior mode of the weights; 0 where a class does not use a basis.
+    Sigma : ndarray of shape (J, J)
+        Laplace covariance ``H^{-1}`` of the ``J`` weights in the model, in
+        the order of ``coef_index``.
+    coef_index : ndarray of int, shape (J, 2)
+        ``(class, position in active)`` of each weight in ``Sigma``; class-major.
+        With shared ``alpha`` ``J = K n_active`` and ``Sigma`` reshapes to
+        ``(K, n_active, K, n_active)`` (:attr:`Sigma_blocks`).
+    alpha : ndarray of shape (K, n_basis)
+        Weight precisions; ``inf`` where pruned. Equal rows with shared ``alpha``.
+    log_evidence : float
+        Laplace approximation to ``log P(T | alpha)`` at the final model.
+    log_evidence_trace : ndarray
+        The same after the initial mode search and every action that changed the model.
+    gain_trace : ndarray
+        The gain each of those actions was predicted to bring (frozen ``B``); all positive.
+    n_iter : int
+    converged : bool
+    shared_alpha : bool
+    n_classes : int
+    aligned : ndarray of int
+        Candidates skipped by the alignment test (basis indices, or ``k * n_basis + m``
+        with per-class ``alpha``).
+    counts : dict
+    """
+
+    active: np.ndarray
+    mu: np.ndarray
+    Sigma: np.ndarray
+    coef_index: np.ndarray
+    alpha: np.ndarray
+    log_evidence: float
+    log_evidence_trace: np.ndarray
+    gain_trace: np.ndarray
+    n_iter: int
+    converged: bool
+    shared_alpha: bool
+    n_classes: int
+    aligned: np.ndarray
+    counts: dict = field(default_factory=dict)
+
+    @property
+    def Sigma_blocks(self):
+        """Covariance as ``(K, n_active, K, n_active)``, zero for weights not in the model."""
+        K, n = self.mu.shape
+        out = np.zeros((K, n, K, n))
+        k, p = self.coef_index[:, 0], self.coef_index[:, 1]
+        out[k[:, None], p[:, None], k[None, :], p[None, :]] = self.Sigma
+        return out
+
+    @property
+    def n_relevance(self):
+        """Number of basis functions used by at least one class."""
+        return int(self.active.size)
+
+
+def fit_evidence_multinomial(
+    basis,
+    y,
+    *,
+    n_classes=None,
+    shared_alpha=True,
+    start=None,
+    max_iter=10_000,
+    tol=MIN_DELTA_LOG_ALPHA,
+    alignment_test=True,
+    callback=None,
+):
+    """Maximise the Laplace-approximated evidence of the softmax RVM (Tipping 2001, eq. 28).
+
+    The fast sequential algorithm of Tipping & Faul (2003) on the Laplace
+    approximation with the block Hessian of the ``K`` weight vectors: after
+    every action the posterior mode is re-found (warm-started) and the
+    factors of every candidate are recomputed there (module docstring).
+
+    Parameters
+    ----------
+    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
+        Candidate basis functions (columns).
+    y : ndarray of shape (N,)
+        Integer labels in ``0, ..., K - 1``.
+    n_classes : int, optional
+        ``K``; default ``max(y) + 1``.
+    shared_alpha : bool
+        One ``alpha`` per basis function for all classes (a basis enters or
+        leaves the model of every class at once), or one per class and
+        basis function.
+    start : int, optional
+        Basis function to start from; default the one with the largest
+        normalised projection ``||phi~_m^T (T - 1/K)||``.
+    max_iter : int
+        Iteration cap; reaching it emits a ``ConvergenceWarning``.
+    tol : float
+        Stop when the best action is a re-estimation changing ``log alpha``
+        by less than this.
+    alignment_test : bool
+        Skip candidates whose cosine with a basis in the model (of the same
+        class with per-class ``alpha``) exceeds ``1 - 1e-4``.
+    callback : callable, optional
+        ``callback(iteration, action, index, log_evidence)`` after every
+        action that changed the model.
+
+    Returns
+    -------
+    MultinomialEvidenceResult
+
+    Raises
+    ------
+    ValueError
+        For labels that are not integers in ``0, ..., K - 1``, or a single class.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.uniform(-3, 3, 60)
+    >>> y = np.digitize(x, [-1, 1])
+    >>> Phi = np.hstack([np.ones((60, 1)), np.exp(-((x[:, None] - x[None, ::3]) ** 2))])
+    >>> res = fit_evidence_multinomial(Phi, y)
+    >>> res.mu.shape[0], res.converged
+    (3, True)
+    """
+    if isinstance(basis, np.ndarray):
+        basis = DenseBasis(basis)
+    T, K = _one_hot(y, n_classes)
+    if basis.n_samples != T.shape[0]:
+        raise ValueError(f"basis has {basis.n_samples} rows but y has {T.shape[0]} labels.")
+    M = basis.n_basis
+    T_lin = T - 1.0 / K
+    norms2, _ = basis.norms2_and_project(T_lin[:, 0])
+    scale = np.sqrt(norms2)
+    scale[scale == 0] = 1.0
+    proj = basis.cross(T_lin) / scale[:, None]
+    if start is None:
+        start = int(np.argmax(np.sum(proj**2, axis=1)))
+
+    # Initial weights (§2.8 for K outputs): least squares of phi~ w_k onto the
+    # centred log of the shrunk targets 0.9 t + 0.1 / K.
+    col = basis.columns([start])[:, 0] / scale[start]
+    P = LOGIT_TARGET_SHRINK * T + (1 - LOGIT_TARGET_SHRINK) / K
+    clr = np.log(P) - np.log(P).mean(axis=1, keepdims=True)
+    w0 = col @ clr
+    # alpha = 1 / mu^2 (SparseBayes) with mu^2 = ||w0||^2 when shared: for
+    # K = 2 that is twice the binary alpha, its equivalent (module docstring).
+    if shared_alpha:
+        a0 = 1.0 / np.sum(w0**2) if np.any(w0) else INIT_ALPHA_MAX
+        alpha_g = np.array([np.clip(a0, INIT_ALPHA_MIN, INIT_ALPHA_MAX)])
+    cls = np.arange(K)
+    pos = np.full(K, start)
+    cols = np.tile(col[:, None], (1, K))
+    with np.errstate(divide="ignore"):
+        alpha = (
+            np.full(K, alpha_g[0])
+            if shared_alpha
+            else np.clip(1 / w0**2, INIT_ALPHA_MIN, INIT_ALPHA_MAX)
+        )
+    active = [start] if shared_alpha else [k * M + start for k in range(K)]
+    state = _Laplace(basis, scale, T, cols, cls, pos, alpha, w0, shared_alpha)
+
+    trace, gains = [state.logml], []
+    ill = state.ill
+    blocked = {}
+    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "cycling": 0}
+    snapshot = lambda: (state, list(active), cols, cls, pos, alpha)  # noqa: E731
+    best_seen, since_best = (state.logml, snapshot()), 0
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        if shared_alpha:
+            d = choose_action_shared(state.S, state.Q, active, alpha[::K], blocked=blocked, tol=tol)
+        else:
+            d = choose_action(
+                state.S.T.ravel(), state.Q.T.ravel(), active, alpha, blocked=blocked, tol=tol
+            )
+        if d.terminate:
+            converged = True
+            break
+        if since_best >= STALL_ITERATIONS:
+            state, active, cols, cls, pos, alpha = best_seen[1]
+            trace.append(state.logml)
+            counts["cycling"] = 1
+            converged = True
+            break
+        best = d.index
+        w = state.w
+        if shared_alpha:
+            members = np.arange(K) + K * active.index(best) if best in active else None
+        else:
+            members = np.array([active.index(best)]) if best in active else None
+        if d.action == ADD:
+            m, k = (best, None) if shared_alpha else (best % M, best // M)
+            if alignment_test and state.cos.shape[1]:
+                if shared_alpha:
+                    near = state.cos[m] > ALIGNMENT_MAX
+                else:
+                    in_k = np.isin(state.cos_basis, pos[cls == k])
+                    near = (state.cos[m] > ALIGNMENT_MAX) & in_k
+                if np.any(near):
+                    # the blocking weight: a basis (shared) or a class's basis
+                    j = int(state.cos_basis[np.flatnonzero(near)[0]])
+                    blocked[best] = j if shared_alpha else k * M + j
+                    counts["aligned"] += 1
+                    continue
+            new = basis.columns([m])[:, 0] / scale[m]
+            kk = np.arange(K) if shared_alpha else np.array([k])
+            w = np.append(w, np.zeros(kk.size))
+            alpha = np.append(alpha, np.full(kk.size, d.new_alpha))
+            cols = np.hstack([cols, np.tile(new[:, None], (1, kk.size))])
+            cls = np.append(cls, kk)
+            pos = np.append(pos, np.full(kk.size, m))
+            active.append(best)
+        elif d.action == REESTIMATE:
+            alpha = alpha.copy()
+            alpha[members] = d.new_alpha
+        else:
+            keep = np.ones(len(w), dtype=bool)
+            keep[members] = False
+            w, alpha, cols, cls, pos = w[keep], alpha[keep], cols[:, keep], cls[keep], pos[keep]
+            active.remove(best)
+            blocked = {c: j for c, j in blocked.items() if j != best}
+        counts[d.action] += 1
+        gains.append(d.gain)
+        state = _Laplace(basis, scale, T, cols, cls, pos, alpha, w, shared_alpha)
+        ill |= state.ill
+        trace.append(state.logml)
+        if state.logml > best_seen[0] + STALL_GAIN:
+            best_seen, since_best = (state.logml, snapshot()), 0
+        else:
+            since_best += 1
+        if callback is not None:
+            callback(it, d.action, best, state.logml)
+    else:
+        warn_not_converged(max_iter)
+    if ill:
+        warnings.warn(
+            "Ill-conditioned Hessian of the log posterior during the evidence "
+            "maximisation; the kernel width may be too large (gamma too small).",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+
+    act_basis = np.unique(pos)
+    p_of = np.searchsorted(act_basis, pos)
+    order = np.lexsort((p_of, cls))  # class-major, then basis index
+    sc = scale[pos[order]]
+    mu = np.zeros((K, act_basis.size))
+    mu[cls[order], p_of[order]] = state.w[order] / sc
+    Sigma = cho_covariance(state.L)[np.ix_(order, order)] / np.outer(sc, sc)
+    alpha_full = np.full((K, M), np.inf)
+    alpha_full[cls, pos] = alpha * scale[pos] ** 2
+    return MultinomialEvidenceResult(
+        active=act_basis,
+        mu=mu,
+        Sigma=Sigma,
+        coef_index=np.column_stack([cls[order], p_of[order]]),
+        alpha=alpha_full,
+        log_evidence=state.logml,
+        log_evidence_trace=np.asarray(trace),
+        gain_trace=np.asarray(gains),
+        n_iter=it,
+        converged=converged,
+        shared_alpha=bool(shared_alpha),
+        n_classes=K,
+        aligned=np.asarray(sorted(blocked), dtype=int),
+        counts=counts,
+    )
+
+
+# -- predictions ---------------------------------------------------------------------
+
+
+def decision_function_multinomial(Phi_test_active, result):
+    """Latent values ``a_k = phi^T mu_k`` at test points, shape (n, K); argmax classifies."""
+    return np.asarray(Phi_test_active, dtype=float) @ result.mu.T
+
+
+def predict_proba_multinomial(Phi_test_active, result, *, n_draws=N_DRAWS, seed=0):
+    """Class probabilities integrated over the Laplace posterior of the weights.
+
+    ``P(t = k | x) = E[softmax(a)_k]`` with ``a = (phi^T w_1, ..., phi^T w_K)``
+    and ``w ~ N(mu, Sigma)`` (the Laplace posterior), estimated by Monte Carlo:
+    ``n_draws`` weight vectors (antithetic pairs ``mu +- L z`` with
+    ``L L^T = Sigma``, fixed ``seed``), shared by all test points. The
+    antithetic pairs cancel the odd-order terms of the error. A probability
+    has variance at most 1/4 under the posterior and a pair's average at
+    most that, so the standard error is at most ``0.5 sqrt(2 / n_draws)``
+    (0.016 at the default 2000 draws); measured against 200 000 draws it was
+    below 0.011 on every test point (tests). ``n_draws = 0`` returns the
+    plug-in ``softmax(phi^T mu)``.
+
+    Parameters
+    ----------
+    Phi_test_active : ndarray of shape (n, n_active)
+        Basis functions ``result.active`` evaluated at the test points.
+    result : MultinomialEvidenceResult
+    n_draws : int
+        Even number of posterior draws (0 for the plug-in).
+    seed : int
+
+    Returns
+    -------
+    ndarray of shape (n, K)
+        Rows sum to 1.
+    """
+    Phi_test_active = np.asarray(Phi_test_active, dtype=float)
+    if Phi_test_active.ndim != 2 or Phi_test_active.shape[1] != result.mu.shape[1]:
+        raise ValueError(
+            f"Phi_test_active must have shape (n, {result.mu.shape[1]}), "
+            f"got {Phi_test_active.shape}."
+        )
+    A = decision_function_multinomial(Phi_test_active, result)
+    if n_draws == 0 or result.Sigma.shape[0] == 0:
+        return softmax(A, axis=1)
+    if n_draws < 0 or n_draws % 2:
+        raise ValueError(f"n_draws must be a non-negative even number, got {n_draws}.")
+    K = result.n_classes
+    cls, p = result.coef_index[:, 0], result.coef_index[:, 1]
+    L = cholesky_jittered(result.Sigma, what="posterior covariance of the weights")
+    z = np.random.default_rng(seed).standard_normal((L.shape[0], n_draws // 2))
+    E = L @ np.hstack([z, -z])  # deviations from mu, (J, S)
+    n = Phi_test_active.shape[0]
+    out = np.empty((n, K))
+    chunk = max(1, 2_000_000 // (K * n_draws))
+    for a in range(0, n, chunk):
+        b = min(a + chunk, n)
+        lat = np.repeat(A[a:b, :, None], n_draws, axis=2)
+        for k in range(K):
+            j = cls == k
+            if np.any(j):
+                lat[:, k, :] += Phi_test_active[a:b, p[j]] @ E[j]
+        out[a:b] = softmax(lat, axis=1).mean(axis=2)
+    return out
