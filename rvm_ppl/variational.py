@@ -93,7 +93,8 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from sklearn.exceptions import ConvergenceWarning
 
-from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered
+from ._basis import DenseBasis
+from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
 
 LN_2PI = float(np.log(2.0 * np.pi))
 ALPHA_INIT = 1.0  # initial <alpha_m> (unit prior variance of the weights)
@@ -104,33 +105,49 @@ PRUNE_RTOL = 1e-12  # a pruning sweep may not lower the bound by more than this,
 
 @dataclass
 class VBResult:
-    """Outcome of :func:`fit_vb_regression` or :func:`fit_vb_classification`.
+    """Outcome of :func:`fit_vb_regression`, :func:`fit_vb_regression_full` or
+    :func:`fit_vb_classification`.
+
+    ``Q(w)`` is a full Gaussian on the basis functions in ``active`` and, for
+    every other (pruned) basis function, an independent ``N(0, weight_var[m])``
+    (module Notes, Pruning).
 
     Attributes
     ----------
     mean : ndarray of shape (M,)
         ``E[w]`` under ``Q(w)``; zero for pruned basis functions.
-    cov : ndarray of shape (M, M)
-        ``Cov[w]`` under ``Q(w)``; rows and columns of pruned basis functions
-        are zero (their variance is below ``1 / prune_alpha``).
+    active : ndarray of int, shape (n_active,)
+        Sorted indices of the basis functions kept in the full Gaussian block.
+    cov : ndarray of shape (n_active, n_active)
+        ``Cov[w[active]]`` under ``Q(w)``, rows and columns in ``active`` order.
+    weight_var : ndarray of shape (M,)
+        ``Var[w_m]`` under ``Q(w)``: the diagonal of ``cov`` on ``active`` and
+        the variance ``v_m`` of the independent factor ``N(0, v_m)`` elsewhere.
     alpha_shape, alpha_rate : ndarray of shape (M,)
-        ``Q(alpha_m) = Gamma(alpha_shape[m], alpha_rate[m])`` (shape, rate).
+        ``Q(alpha_m) = Gamma(alpha_shape[m], alpha_rate[m])`` (shape, rate). For
+        a pruned basis function this is the ``Q(alpha_m)`` of the fit's
+        restricted family, ``Gamma(a + 1/2, b + weight_var[m] / 2)``: the
+        joint optimum of ``Q(w_m) = N(0, v_m)`` and ``Q(alpha_m)`` given the
+        other factors (for :func:`fit_vb_regression`; the full fit's last
+        coordinate step for the others).
     beta_shape, beta_rate : float or None
         ``Q(beta) = Gamma(beta_shape, beta_rate)``; ``None`` for classification.
     bound_trace : ndarray
-        The lower bound after every sweep.
+        The lower bound after every iteration.
     n_iter : int
-        Number of sweeps run.
+        Number of iterations run.
     converged : bool
-        Whether the relative change of the bound fell below ``tol``.
+        Whether the stopping rule of the fitter was met.
     pruned : ndarray of bool, shape (M,)
-        Basis functions dropped from the linear algebra (see module Notes).
+        ``True`` for basis functions not in ``active``.
     xi : ndarray of shape (N,) or None
         Jaakkola-Jordan variational parameters (classification only).
     """
 
     mean: np.ndarray
+    active: np.ndarray
     cov: np.ndarray
+    weight_var: np.ndarray
     alpha_shape: np.ndarray
     alpha_rate: np.ndarray
     beta_shape: float | None
@@ -179,12 +196,10 @@ class _QW:
         """``E[w_m^2] = mu_m^2 + Sigma_mm`` (eqs. 28-29)."""
         return self.mean**2 + self.var
 
-    def dense_cov(self):
-        """``Cov[w]`` as an ``(M, M)`` array, zero outside the active block."""
-        M = len(self.mean)
-        out = np.zeros((M, M))
-        out[np.ix_(self.active, self.active)] = self.cov
-        return out
+    def sorted_cov(self):
+        """``Cov[w[active]]`` with rows and columns in increasing basis order."""
+        order = np.argsort(self.active)
+        return self.cov[np.ix_(order, order)]
 
 
 # -- moments and entropies of the Gamma factors ---------------------------------
@@ -339,7 +354,7 @@ def _regression_sweep(Phi, t, col_sq, state, active, priors):
     return qw, state, bound
 
 
-def fit_vb_regression(
+def fit_vb_regression_full(
     Phi,
     t,
     *,
@@ -386,10 +401,10 @@ def fit_vb_regression(
     Examples
     --------
     >>> import numpy as np
-    >>> from rvm_ppl.variational import fit_vb_regression
+    >>> from rvm_ppl.variational import fit_vb_regression_full
     >>> x = np.linspace(-1, 1, 20)
     >>> Phi = np.column_stack([np.ones_like(x), x])
-    >>> res = fit_vb_regression(Phi, 1.0 + 2.0 * x)
+    >>> res = fit_vb_regression_full(Phi, 1.0 + 2.0 * x)
     >>> np.round(res.mean, 3)
     array([1., 2.])
     """
@@ -414,7 +429,9 @@ def fit_vb_regression(
     )
     return VBResult(
         mean=qw.mean,
-        cov=qw.dense_cov(),
+        active=np.sort(np.asarray(qw.active, dtype=int)),
+        cov=qw.sorted_cov(),
+        weight_var=qw.var,
         alpha_shape=state[0],
         alpha_rate=state[1],
         beta_shape=float(state[2]),
@@ -424,6 +441,361 @@ def fit_vb_regression(
         converged=converged,
         pruned=pruned,
     )
+
+
+# -- regression that adds basis functions one at a time (fast variational SBL) -------
+
+PREFETCH = 32  # cross products computed per pass over a lazy basis
+ALIGNED = 1e-8  # a candidate with s_m <= ALIGNED * S_m lies in the span of the model
+
+
+def _check_priors(**priors):
+    """Raise ``ValueError`` unless every hyperprior parameter is positive and finite."""
+    for name, value in priors.items():
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive and finite; got {value!r}.")
+
+
+def _as_basis(basis, t):
+    """Return ``(basis, t)`` with ``basis`` an object of the ``DenseBasis`` protocol."""
+    t = np.asarray(t, dtype=float)
+    if isinstance(basis, np.ndarray) or not hasattr(basis, "cross"):
+        Phi, t = _check_inputs(basis, t)
+        return DenseBasis(Phi), t
+    for attr in ("n_basis", "n_samples", "norms2_and_project", "columns", "cross"):
+        if not hasattr(basis, attr):
+            raise TypeError(
+                "basis must be an ndarray or have the DenseBasis/KernelBasis protocol "
+                f"(n_basis, n_samples, norms2_and_project, columns, cross); missing {attr!r}."
+            )
+    if t.ndim != 1 or basis.n_samples != t.shape[0]:
+        raise ValueError(
+            f"t must have shape ({basis.n_samples},) to match the basis; got {t.shape}."
+        )
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t must be finite.")
+    return basis, t
+
+
+def _f_in(x, s, q2, a, b):
+    """The bound as a function of ``<alpha_m> = x`` for ``m`` in the Gaussian block.
+
+    With the other factors fixed and ``Q(w)`` at its optimum, the bound depends
+    on ``Q(alpha_m) = Gamma(a + 1/2, (a + 1/2) / x)`` through
+    ``(a + 1/2) ln x - b x - ln(x + s)/2 + q^2 / (2 (x + s))`` plus terms free
+    of ``x`` (Faul & Tipping 2002, eq. 6, with Bishop & Tipping 2000, eqs.
+    41-42 and 64 for the ``Q(alpha_m)`` terms). ``s, q`` are the sparsity and
+    quality factors of ``m`` computed without it, at ``<alpha>, <beta>``.
+    """
+    return (a + 0.5) * np.log(x) - b * x - 0.5 * np.log(x + s) + 0.5 * q2 / (x + s)
+
+
+def _f_out(x, S, a, b):
+    """The same terms for a pruned ``m``, ``Q(w_m) = N(0, 1/(x + S))``, ``S = <beta>||phi_m||^2``."""
+    return (a + 0.5) * np.log(x) - b * x - 0.5 * np.log(x + S)
+
+
+def _argmax_f_out(S, a, b):
+    """``argmax_x`` of :func:`_f_out`: the root of ``b x^2 + (b S - a) x - (a + 1/2) S``."""
+    B = a - b * S
+    D = np.sqrt(B * B + 4.0 * b * (a + 0.5) * S)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(B >= 0, (B + D) / (2.0 * b), 2.0 * (a + 0.5) * S / (D - B))
+
+
+def _argmax_f_in(s, q2, a, b):
+    """``argmax_x`` of :func:`_f_in` for each ``(s, q^2)``: the fixed point of Q(alpha_m).
+
+    This is the limit of alternating the updates of ``Q(w)`` and ``Q(alpha_m)``
+    with everything else fixed (Shutin et al. 2011, Sec. III; for ``a = b = 0``
+    it is ``s^2 / (q^2 - s)`` when ``q^2 > s`` and infinite otherwise, Faul &
+    Tipping's re-estimate). With ``y = x / s``, ``rho = q^2 / s``,
+    ``h = b s``, the stationary points solve the cubic
+    ``-2h y^3 + (2a - 4h) y^2 + (4a + 1 - 2h - rho) y + (2a + 1) = 0``, which
+    has a positive root since its value is positive at 0 and it tends to
+    ``-inf``; the best positive root is returned.
+    """
+    s = np.asarray(s, dtype=float)
+    q2 = np.asarray(q2, dtype=float)
+    h, rho = b * s, q2 / s
+    c0, c1, c2, c3 = 2 * a + 1, 4 * a + 1 - 2 * h - rho, 2 * a - 4 * h, -2 * h
+    # roots z = 1/y of c0 z^3 + c1 z^2 + c2 z + c3 (well scaled when h is tiny)
+    comp = np.zeros(s.shape + (3, 3))
+    comp[..., 0, :] = -np.stack([c1, c2, c3], axis=-1) / c0
+    comp[..., 1, 0] = comp[..., 2, 1] = 1.0
+    z = np.linalg.eigvals(comp) if s.size else np.zeros(s.shape + (3,))
+    ok = (np.abs(z.imag) <= 1e-6 * np.abs(z)) & (z.real > 0)
+    y = np.where(ok, 1.0 / np.where(ok, z.real, 1.0), np.nan)
+    for _ in range(3):  # Newton polish of the cubic in y
+        p = ((c3[..., None] * y + c2[..., None]) * y + c1[..., None]) * y + c0
+        dp = (3 * c3[..., None] * y + 2 * c2[..., None]) * y + c1[..., None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(dp != 0, p / dp, 0.0)
+        y_new = y - step
+        y = np.where(np.isfinite(y_new) & (y_new > 0), y_new, y)
+    x = y * s[..., None]
+    with np.errstate(invalid="ignore"):
+        f = np.where(np.isfinite(x), _f_in(x, s[..., None], q2[..., None], a, b), -np.inf)
+    best = np.argmax(f, axis=-1)
+    x_best = np.take_along_axis(x, best[..., None], axis=-1)[..., 0]
+    bad = ~np.isfinite(x_best)
+    if np.any(bad):  # pragma: no cover - a positive root always exists
+        raise FloatingPointError("No positive stationary point of the Q(alpha) bound was found.")
+    return x_best
+
+
+class _FastVB:
+    """State of the sequential variational RVR.
+
+    ``Q(w)`` is a full Gaussian on ``active`` (the ``Sigma``, ``mu`` of Tipping
+    2001, eqs. 12-13, at ``<alpha>, <beta>``: Bishop & Tipping 2000, eqs.
+    23-24) and ``N(0, v_m)`` for every other ``m``; ``Q(alpha_m) = Gamma(a +
+    1/2, (a + 1/2) / x_m)`` for all ``m``; ``Q(beta) = Gamma(c + N/2, rate)``.
+    ``GA`` caches ``Phi^T phi_j`` for the active ``j``; nothing of size
+    ``N x M`` is ever formed.
+    """
+
+    def __init__(self, basis, t, a, b, c, d):
+        self.basis, self.t = basis, t
+        self.N, self.M = len(t), basis.n_basis
+        self.a, self.b, self.c, self.d = a, b, c, d
+        self.norms2, self.proj = basis.norms2_and_project(t)
+        self.tt = float(t @ t)
+        self.active = []
+        self.x = np.ones(self.M)  # <alpha_m>
+        self.G = {}
+        self.GA = np.empty((self.M, 0))
+        beta0 = 1.0 / (NOISE_SNR_INIT**2 * (np.var(t) + np.finfo(float).eps))
+        self.beta_shape = c + 0.5 * self.N  # eq. (26), corrected
+        self.beta_rate = self.beta_shape / beta0
+        self.refresh()
+
+    # -- statistics and the bound ---------------------------------------------
+    def refresh(self):
+        """Recompute ``Q(w)``, the pruned factors, ``s, q`` of every basis and the bound."""
+        a, b = self.a, self.b
+        Eb = self.beta_shape / self.beta_rate
+        act = np.asarray(self.active, dtype=int)
+        S = Eb * self.norms2
+        out = np.ones(self.M, dtype=bool)
+        out[act] = False
+        # pruned factors: joint optimum of Q(w_m) = N(0, v_m) and Q(alpha_m)
+        self.x[out] = _argmax_f_out(S[out], a, b)
+        var = 1.0 / (self.x + S)
+        mean = np.zeros(self.M)
+        if act.size:
+            GAA = self.GA[act]
+            H = Eb * GAA + np.diag(self.x[act])  # Bishop & Tipping (2000) eq. (23)
+            L = cholesky_jittered(H, what="weight posterior precision")
+            Sigma = cho_covariance(L)
+            mu = Eb * (Sigma @ self.proj[act])  # eq. (24)
+            B = solve_lower(L, self.GA.T)
+            Sm = S - Eb**2 * np.einsum("km,km->m", B, B)  # Tipping & Faul (2003) eq. 21
+            Qm = Eb * (self.proj - self.GA @ mu)
+            d = np.diag(Sigma)
+            Sm[act] = 1.0 / d - self.x[act]  # "out" factors of the active ones, exactly
+            Qm[act] = mu / d
+            mean[act] = mu
+            var[act] = d
+            ED = self.tt - 2.0 * mu @ self.proj[act] + mu @ GAA @ mu
+            trace = float(np.sum(GAA * Sigma))
+            logdet = -cho_logdet(L)
+        else:
+            Sigma, Sm, Qm = np.zeros((0, 0)), S.copy(), Eb * self.proj
+            ED, trace, logdet = self.tt, 0.0, 0.0
+        self.Eb, self.S, self.s, self.q = Eb, S, Sm, Qm
+        self.Sigma, self.out = Sigma, out
+        # <||t - Phi w||^2> (eq. 27's bracket)
+        self.sq = max(ED, 0.0) + trace + float(var[out] @ self.norms2[out])
+        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))))
+        Elnb = digamma(self.beta_shape) - np.log(self.beta_rate)
+        loglik = 0.5 * self.N * (Elnb - LN_2PI) - 0.5 * Eb * self.sq  # eq. (40)
+        beta_terms = _gamma_cross(self.c, self.d, Eb, Elnb) + _gamma_entropy(
+            self.beta_shape, self.beta_rate
+        )  # eqs. (43) and (64)
+        shape, rate = self.q_alpha()
+        self.bound = float(loglik + beta_terms) + _weight_terms(self.qw, shape, rate, a, b)
+
+    def q_alpha(self):
+        shape = np.full(self.M, self.a + 0.5)
+        return shape, shape / self.x
+
+    # -- candidate actions ------------------------------------------------------
+    def gains(self):
+        """Bound gains of re-estimating each active ``Q(alpha_m)`` and of adding each candidate.
+
+        Returns ``(gain, new_x)`` of shape (M,); ``gain`` is ``-inf`` for
+        candidates that fail ``q_m^2 > s_m`` (Shutin et al. 2011; Faul &
+        Tipping 2002: the fixed point is finite when ``a = b = 0``) or lie in
+        the span of the model.
+        """
+        a, b = self.a, self.b
+        gain = np.full(self.M, -np.inf)
+        new_x = self.x.copy()
+        act = np.asarray(self.active, dtype=int)
+        q2 = self.q**2
+        if act.size:
+            s, q2a = self.s[act], q2[act]
+            xa = _argmax_f_in(s, q2a, a, b)
+            gain[act] = _f_in(xa, s, q2a, a, b) - _f_in(self.x[act], s, q2a, a, b)
+            new_x[act] = xa
+        cand = np.flatnonzero(self.out & (q2 > self.s) & (self.s > ALIGNED * self.S))
+        if cand.size:
+            s, q2c = self.s[cand], q2[cand]
+            xc = _argmax_f_in(s, q2c, a, b)
+            gain[cand] = _f_in(xc, s, q2c, a, b) - _f_out(self.x[cand], self.S[cand], a, b)
+            new_x[cand] = xc
+        return gain, new_x
+
+    def ensure_cross(self, j, candidates=()):
+        """Make ``Phi^T phi_j`` available, prefetching likely next candidates."""
+        if j in self.G:
+            return
+        want = [j] + [int(c) for c in candidates if c not in self.G and c != j][: PREFETCH - 1]
+        if isinstance(self.basis, DenseBasis):
+            want = want[:1]  # a dense product costs the same one column at a time
+        C = self.basis.cross(self.basis.columns(want))
+        for k, c in enumerate(want):
+            self.G[c] = C[:, k].copy()
+
+    def add(self, j, x, candidates=()):
+        self.ensure_cross(j, candidates)
+        self.active.append(int(j))
+        self.GA = np.column_stack([self.GA, self.G[j]])
+        self.x[j] = x
+        self.refresh()
+
+    def reestimate(self, j, x):
+        self.x[j] = x
+        self.refresh()
+
+    def update_beta(self):
+        """``d~ = d + <||t - Phi w||^2> / 2`` (eq. 27), then ``Q(w)`` and the pruned factors."""
+        self.beta_rate = self.d + 0.5 * self.sq
+        self.refresh()
+
+    def result(self, trace, n_iter, converged):
+        order = np.argsort(self.active)
+        shape, rate = self.q_alpha()
+        pruned = self.out.copy()
+        return VBResult(
+            mean=self.qw.mean.copy(),
+            active=np.asarray(self.active, dtype=int)[order],
+            cov=self.Sigma[np.ix_(order, order)],
+            weight_var=self.qw.var.copy(),
+            alpha_shape=shape,
+            alpha_rate=rate,
+            beta_shape=float(self.beta_shape),
+            beta_rate=float(self.beta_rate),
+            bound_trace=np.asarray(trace),
+            n_iter=n_iter,
+            converged=converged,
+            pruned=pruned,
+        )
+
+
+def fit_vb_regression(
+    basis,
+    t,
+    *,
+    a=1e-6,
+    b=1e-6,
+    c=1e-6,
+    d=1e-6,
+    max_iter=5000,
+    tol=1e-7,
+    noise_warmup=False,
+):
+    """Variational relevance vector regression by sequential addition of basis functions.
+
+    Maximises the lower bound of Bishop & Tipping (2000) over the family in
+    which ``Q(w)`` is a full Gaussian on an active set of basis functions and
+    an independent ``N(0, v_m)`` on every other one, the active set growing
+    one basis function at a time as in the fast marginal-likelihood method of
+    Tipping & Faul (2003), with the fixed-point ``Q(alpha_m)`` updates of the
+    fast variational SBL of Shutin et al. (2011). Each iteration takes the
+    action that raises the bound most (module Notes, Fast fit) and costs
+    ``O(M k^2)`` for ``k`` active basis functions; the ``N x M`` design is
+    never formed when ``basis`` is lazy.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
+        Candidate basis functions (columns), as for
+        :func:`rvm_ppl.evidence.fit_evidence_regression`.
+    t : ndarray of shape (N,)
+        Real targets.
+    a, b : float
+        Shape and rate of the Gamma hyperprior on every weight precision.
+    c, d : float
+        Shape and rate of the Gamma prior on the noise precision ``beta``.
+    max_iter : int
+        Maximum number of iterations; reaching it emits a ``ConvergenceWarning``.
+    tol : float
+        Stop when no action raises the bound by more than ``tol * max(1, |L|)``.
+    noise_warmup : bool
+        Hold ``Q(beta)`` at its initial value until no basis action is worth
+        taking, then update it after every action, as the evidence method
+        does. By default ``Q(beta)`` is updated after every action from the
+        first iteration: with the warm-up the high initial ``<beta>`` admits
+        more basis functions (noisy sinc N = 100, seed 1: 44 instead of 18)
+        and neither schedule reaches the higher bound consistently.
+
+    Returns
+    -------
+    VBResult
+        ``beta_shape`` and ``beta_rate`` set; ``xi`` is ``None``.
+
+    Notes
+    -----
+    Initialisation: ``<beta> = 1 / (0.1 std(t))^2`` and no active basis
+    function. A basis function once added stays in: under a proper
+    hyperprior (``b > 0``) removing one from the Gaussian block never raises
+    the bound (module Notes), so this fit only adds, and never decreases the
+    bound. Compared with :func:`fit_vb_regression_full` (every basis in the
+    block) its bound is lower by what the restriction costs: the posterior
+    correlation of the never-added weights, which stay near zero there.
+    """
+    _check_priors(a=a, b=b, c=c, d=d)
+    if max_iter < 1:
+        raise ValueError(f"max_iter must be at least 1; got {max_iter}.")
+    if not (tol >= 0):
+        raise ValueError(f"tol must be non-negative; got {tol!r}.")
+    basis, t = _as_basis(basis, t)
+    st = _FastVB(basis, t, a, b, c, d)
+    trace = [st.bound]
+    noise_on = not noise_warmup
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        gtol = tol * max(1.0, abs(st.bound))
+        gain, new_x = st.gains()
+        j = int(np.argmax(gain))
+        acted = bool(gain[j] > gtol)
+        if acted:
+            if st.out[j]:
+                order = np.argsort(-gain)
+                st.add(j, new_x[j], candidates=order[np.isfinite(gain[order])][1:])
+            else:
+                st.reestimate(j, new_x[j])
+        noise_gain = 0.0
+        if noise_on or not acted:
+            before = st.bound
+            st.update_beta()
+            noise_gain = st.bound - before
+            noise_on = True
+        trace.append(st.bound)
+        if not acted and noise_gain <= gtol:
+            converged = True
+            break
+    if not converged:
+        warnings.warn(
+            f"The variational RVM did not converge in {max_iter} iterations; "
+            "increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return st.result(trace, it, converged)
 
 
 # -- classification ---------------------------------------------------------------
@@ -526,7 +898,9 @@ def fit_vb_classification(
     )
     return VBResult(
         mean=qw.mean,
-        cov=qw.dense_cov(),
+        active=np.sort(np.asarray(qw.active, dtype=int)),
+        cov=qw.sorted_cov(),
+        weight_var=qw.var,
         alpha_shape=state[0],
         alpha_rate=state[1],
         beta_shape=None,
