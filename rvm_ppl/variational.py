@@ -459,10 +459,18 @@ def _check_priors(**priors):
 def _as_basis(basis, t):
     """Return ``(basis, t)`` with ``basis`` an object of the ``DenseBasis`` protocol."""
     t = np.asarray(t, dtype=float)
-    if isinstance(basis, np.ndarray) or not hasattr(basis, "cross"):
-        Phi, t = _check_inputs(basis, t)
+    protocol = ("n_basis", "n_samples", "norms2_and_project", "columns", "cross")
+    if isinstance(basis, (np.ndarray, list, tuple)) or not any(hasattr(basis, p) for p in protocol):
+        try:
+            Phi = np.asarray(basis, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(
+                "basis must be an ndarray or have the DenseBasis/KernelBasis protocol "
+                f"{protocol}; got {type(basis).__name__}."
+            ) from None
+        Phi, t = _check_inputs(Phi, t)
         return DenseBasis(Phi), t
-    for attr in ("n_basis", "n_samples", "norms2_and_project", "columns", "cross"):
+    for attr in protocol:
         if not hasattr(basis, attr):
             raise TypeError(
                 "basis must be an ndarray or have the DenseBasis/KernelBasis protocol "
@@ -763,7 +771,7 @@ def fit_vb_regression(
         raise ValueError(f"tol must be non-negative; got {tol!r}.")
     basis, t = _as_basis(basis, t)
     st = _FastVB(basis, t, a, b, c, d)
-    trace = [st.bound]
+    trace = []
     noise_on = not noise_warmup
     converged = False
     it = 0
