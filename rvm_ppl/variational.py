@@ -48,29 +48,84 @@ maximiser (``tests/test_variational.py``); three printed equations disagree:
 * eqs. (45) and (46) print ``+<ln Q>`` under the label ``-<ln Q>``; the
   entropy is their negative, which is eq. (64).
 
-Pruning
--------
-A basis function whose ``<alpha_m>`` exceeds ``prune_alpha`` may be dropped
-from the linear algebra: from then on its factor is restricted to
-``Q(w_m) = N(0, v_m)``, independent of the other weights, with ``v_m`` still
-updated in closed form (``v_m = 1 / (<alpha_m> + <beta> ||phi_m||^2)``, or with
-``2 sum_n lambda(xi_n) phi_nm^2`` for classification) and ``Q(alpha_m)`` still
-updated by eq. (25). Their terms stay in the bound exactly: the bound is that
-of the restricted family, so later sweeps are exact coordinate ascent again.
+Two fitters
+-----------
+:func:`fit_vb_regression` (the default) grows the model one basis function at
+a time and never needs the ``N x M`` design; :func:`fit_vb_regression_full`
+and :func:`fit_vb_classification` run the sweeps above over all ``M`` basis
+functions, ``O(M^3)`` each. Both fit the same family:
 
-Dropping the cross-covariances and the (tiny) mean of ``w_m`` lowers the
-bound once, by ``O(c_m / <alpha_m>)`` where ``c_m <= <beta> ||phi_m||^2`` is
-the coupling of ``phi_m`` to the other basis functions; a sweep that would
-prune is therefore kept only if its bound is not below the previous one
-(relative slack ``PRUNE_RTOL``), and is otherwise redone with the candidates
-kept, the next attempt waiting twice as long. Pruned bases are never
-re-admitted. In practice pruning is taken only for (nearly) decoupled
-columns or astronomically large ``<alpha_m>``: under these updates an
-irrelevant ``<alpha_m>`` grows only linearly, by about ``s_m - q_m^2`` per
-sweep (Faul & Tipping's sparsity and quality factors), and it never exceeds
-``(a + 1/2) / b``, so with the default ``b = 1e-6`` and ``prune_alpha = 1e12``
-nothing is pruned; irrelevant weights instead settle at
-``<alpha_m> ~ sqrt(s_m / 2b)`` (about ``1e3``-``1e4`` on the sinc example).
+Restricted family (pruning)
+---------------------------
+``Q(w)`` is a full Gaussian on an active set of basis functions and, for
+every other ("pruned") ``m``, an independent ``Q(w_m) = N(0, v_m)``. Their
+terms stay in the bound exactly, so the bound is that of the restricted
+family; ``v_m`` and ``Q(alpha_m)`` keep their closed-form updates
+(``v_m = 1 / (<alpha_m> + <beta> ||phi_m||^2)``, or with
+``2 sum_n lambda(xi_n) phi_nm^2`` for classification; eq. 25).
+
+Sequential fit (fit_vb_regression)
+----------------------------------
+With ``Q(alpha)`` and ``Q(beta)`` fixed and ``Q(w)`` at its optimum, the
+bound is the log marginal likelihood of Tipping (2001) at
+``alpha = <alpha>, beta = <beta>`` plus ``sum_m (<ln alpha_m> - ln <alpha_m>) / 2``
+and the hyperprior terms. As a function of one ``x = <alpha_m>`` (with
+``Q(alpha_m) = Gamma(a + 1/2, (a + 1/2) / x)``, the form every update
+gives) it is, up to terms free of ``x``,
+
+* ``F_in(x) = (a + 1/2) ln x - b x - ln(x + s_m)/2 + q_m^2 / (2 (x + s_m))``
+  if ``m`` is in the Gaussian block (Faul & Tipping 2002, eq. 11, with
+  Bishop & Tipping 2000, eqs. 41-42 and 64), where ``s_m, q_m`` are the
+  sparsity and quality factors of ``m`` computed without it;
+* ``F_out(x) = (a + 1/2) ln x - b x - ln(x + S_m)/2`` if it is pruned, with
+  ``S_m = <beta> ||phi_m||^2 >= s_m`` and ``v_m`` at its optimum.
+
+The maximiser of ``F_in`` is the fixed point of alternating the ``Q(w)`` and
+``Q(alpha_m)`` updates with everything else fixed (Shutin, Buchgraber,
+Kulkarni & Poor 2011): a root of a cubic, ``s^2 / (q^2 - s)`` when
+``a = b = 0`` and ``q^2 > s`` (Faul & Tipping 2002, eq. 17) and infinite
+(prune) otherwise. That of ``F_out`` is a root of a quadratic. Each
+iteration takes the best of: re-estimating an active ``Q(alpha_m)`` at its
+fixed point (gain ``max F_in - F_in(x_m)``), or adding a pruned ``m`` that
+passes Shutin's test ``q_m^2 > s_m`` (gain ``max F_in - F_out(x_m)``), and
+then updates ``Q(beta)`` (eq. 27), ``Q(w)`` and every pruned
+``(v_m, Q(alpha_m))`` jointly. Each step maximises the bound over the
+factors it changes, so the bound never decreases; the predicted gains are
+the bound's changes (tests).
+
+Since ``F_in(x) - F_out(x) = ln((x + S_m)/(x + s_m))/2 + q_m^2/(2(x + s_m)) >= 0``,
+removing a basis function from the block never raises the bound under a
+proper hyperprior (``b > 0``): the loss vanishes only as ``<alpha_m> -> inf``,
+which needs ``b -> 0``. The sequential fit therefore only adds (the
+evidence method also deletes). Its bound is below that of the full fit by
+what the restriction costs - the posterior correlation between the
+never-added weights (``<alpha_m>`` near ``sqrt((a + 1/2) S_m / b)``) and the
+rest: measured 3.8-4.5 nats of about 1 300 on noisy sinc, N = 100, with
+predictions within 0.01 RMS (noise sd 0.1) of the full fit's
+(``tests/test_variational_fast.py``).
+
+Each iteration costs ``O(M k^2 + k^3)`` for ``k`` active basis functions
+(one triangular solve against the cached cross products ``Phi^T phi_j`` of
+the active ``j``) plus, when a basis function is added, one product
+``Phi^T phi_j`` (one pass over a lazy basis, shared by up to ``PREFETCH``
+candidates).
+
+Full fit (fit_vb_regression_full, fit_vb_classification)
+--------------------------------------------------------
+A basis function whose ``<alpha_m>`` exceeds ``prune_alpha`` may be moved
+to the restricted part. Dropping the cross-covariances and the (tiny) mean
+of ``w_m`` lowers the bound once, by ``O(c_m / <alpha_m>)`` where
+``c_m <= <beta> ||phi_m||^2`` is the coupling of ``phi_m`` to the other
+basis functions; a sweep that would prune is therefore kept only if its
+bound is not below the previous one (relative slack ``PRUNE_RTOL``), and
+is otherwise redone with the candidates kept, the next attempt waiting
+twice as long. Pruned bases are never re-admitted. In practice pruning is
+taken only for (nearly) decoupled columns or astronomically large
+``<alpha_m>``: under these updates an irrelevant ``<alpha_m>`` grows only
+linearly, by about ``s_m - q_m^2`` per sweep, and it never exceeds
+``(a + 1/2) / b``, so with the default ``b = 1e-6`` and
+``prune_alpha = 1e12`` nothing is pruned; irrelevant weights instead settle
+at ``<alpha_m> ~ sqrt(s_m / 2b)`` (about ``1e3``-``1e4`` on the sinc example).
 
 References
 ----------
@@ -82,6 +137,12 @@ References
    learning", NIPS 14, 2002.
 .. [4] T. Jaakkola and M. I. Jordan, "Bayesian parameter estimation via
    variational methods", Statistics and Computing 10, 2000.
+.. [5] M. E. Tipping and A. C. Faul, "Fast marginal likelihood maximisation
+   for sparse Bayesian models", AISTATS 2003.
+.. [6] D. Shutin, T. Buchgraber, S. R. Kulkarni and H. V. Poor, "Fast
+   variational sparse Bayesian learning with automatic relevance
+   determination for superimposed signals", IEEE Trans. Signal Processing
+   59(12), 2011.
 """
 
 from __future__ import annotations
@@ -105,7 +166,9 @@ PRUNE_RTOL = 1e-12  # a pruning sweep may not lower the bound by more than this,
 
 @dataclass
 class VBResult:
-    """Outcome of :func:`fit_vb_regression`, :func:`fit_vb_regression_full` or
+    """Outcome of a variational RVM fit.
+
+    Returned by :func:`fit_vb_regression`, :func:`fit_vb_regression_full` and
     :func:`fit_vb_classification`.
 
     ``Q(w)`` is a full Gaussian on the basis functions in ``active`` and, for
@@ -486,20 +549,24 @@ def _as_basis(basis, t):
 
 
 def _f_in(x, s, q2, a, b):
-    """The bound as a function of ``<alpha_m> = x`` for ``m`` in the Gaussian block.
+    """Return the bound as a function of ``<alpha_m> = x`` for ``m`` in the Gaussian block.
 
     With the other factors fixed and ``Q(w)`` at its optimum, the bound depends
     on ``Q(alpha_m) = Gamma(a + 1/2, (a + 1/2) / x)`` through
     ``(a + 1/2) ln x - b x - ln(x + s)/2 + q^2 / (2 (x + s))`` plus terms free
-    of ``x`` (Faul & Tipping 2002, eq. 6, with Bishop & Tipping 2000, eqs.
+    of ``x`` (Faul & Tipping 2002, eq. 11, with Bishop & Tipping 2000, eqs.
     41-42 and 64 for the ``Q(alpha_m)`` terms). ``s, q`` are the sparsity and
-    quality factors of ``m`` computed without it, at ``<alpha>, <beta>``.
+    quality factors of ``m`` computed without it (Faul & Tipping 2002, eq. 16)
+    at ``<alpha>, <beta>``.
     """
     return (a + 0.5) * np.log(x) - b * x - 0.5 * np.log(x + s) + 0.5 * q2 / (x + s)
 
 
 def _f_out(x, S, a, b):
-    """The same terms for a pruned ``m``, ``Q(w_m) = N(0, 1/(x + S))``, ``S = <beta>||phi_m||^2``."""
+    """Return the terms of :func:`_f_in` for a pruned ``m``.
+
+    ``Q(w_m) = N(0, 1/(x + S))`` at its optimum, ``S = <beta> ||phi_m||^2``.
+    """
     return (a + 0.5) * np.log(x) - b * x - 0.5 * np.log(x + S)
 
 
@@ -517,7 +584,7 @@ def _argmax_f_in(s, q2, a, b):
     This is the limit of alternating the updates of ``Q(w)`` and ``Q(alpha_m)``
     with everything else fixed (Shutin et al. 2011, Sec. III; for ``a = b = 0``
     it is ``s^2 / (q^2 - s)`` when ``q^2 > s`` and infinite otherwise, Faul &
-    Tipping's re-estimate). With ``y = x / s``, ``rho = q^2 / s``,
+    Tipping 2002, eq. 17). With ``y = x / s``, ``rho = q^2 / s``,
     ``h = b s``, the stationary points solve the cubic
     ``-2h y^3 + (2a - 4h) y^2 + (4a + 1 - 2h - rho) y + (2a + 1) = 0``, which
     has a positive root since its value is positive at 0 and it tends to
@@ -598,7 +665,8 @@ class _FastVB:
             Sigma = cho_covariance(L)
             mu = Eb * (Sigma @ self.proj[act])  # eq. (24)
             B = solve_lower(L, self.GA.T)
-            Sm = S - Eb**2 * np.einsum("km,km->m", B, B)  # Tipping & Faul (2003) eq. 21
+            # S_m = phi_m^T C^-1 phi_m by Woodbury (Faul & Tipping 2002, eq. 16)
+            Sm = S - Eb**2 * np.einsum("km,km->m", B, B)
             Qm = Eb * (self.proj - self.GA @ mu)
             d = np.diag(Sigma)
             Sm[act] = 1.0 / d - self.x[act]  # "out" factors of the active ones, exactly
@@ -634,8 +702,8 @@ class _FastVB:
 
         Returns ``(gain, new_x)`` of shape (M,); ``gain`` is ``-inf`` for
         candidates that fail ``q_m^2 > s_m`` (Shutin et al. 2011; Faul &
-        Tipping 2002: the fixed point is finite when ``a = b = 0``) or lie in
-        the span of the model.
+        Tipping 2002, eq. 17: the fixed point is finite when ``a = b = 0``) or
+        lie in the span of the model (``s_m <= ALIGNED * S_m``).
         """
         a, b = self.a, self.b
         gain = np.full(self.M, -np.inf)
@@ -774,8 +842,7 @@ def fit_vb_regression(
     trace = []
     noise_on = not noise_warmup
     converged = False
-    it = 0
-    for it in range(1, max_iter + 1):
+    for _ in range(max_iter):
         gtol = tol * max(1.0, abs(st.bound))
         gain, new_x = st.gains()
         j = int(np.argmax(gain))
@@ -803,7 +870,7 @@ def fit_vb_regression(
             ConvergenceWarning,
             stacklevel=2,
         )
-    return st.result(trace, it, converged)
+    return st.result(trace, len(trace), converged)
 
 
 # -- classification ---------------------------------------------------------------

@@ -370,7 +370,8 @@ def test_sinc_matches_the_paper(fit):
         noise.append(np.sqrt(res.beta_rate / res.beta_shape))  # 1 / sqrt(E[beta])
         iters.append(res.n_iter)
         print(
-            f"\n{fit.__name__}, sinc seed {seed}: RMS {rms[-1]:.4f}, kernels (E[alpha] < 100) {kept[-1]}, "
+            f"\n{fit.__name__}, sinc seed {seed}: RMS {rms[-1]:.4f}, "
+            f"kernels (E[alpha] < 100) {kept[-1]}, "
             f"noise sd 1/sqrt(E[beta]) {noise[-1]:.4f}, {iters[-1]} iterations, "
             f"{secs[-1]:.2f} s"
         )
