@@ -27,6 +27,7 @@ from rvm_ppl.variational import (
     _update_q_w,
     _update_xi,
     fit_vb_classification,
+    fit_vb_classification_full,
     fit_vb_regression,
     fit_vb_regression_full,
 )
@@ -109,17 +110,18 @@ def test_regression_bound_never_decreases(problem, fit):
     assert res.bound_trace[-1] > res.bound_trace[0]
 
 
+@pytest.mark.parametrize("fit", [fit_vb_classification, fit_vb_classification_full])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_classification_bound_never_decreases(seed):
+def test_classification_bound_never_decreases(seed, fit):
     Phi, y, _, _ = _blob_problem(seed, n=60)
-    res = fit_vb_classification(Phi, y)
+    res = fit(Phi, y)
     assert res.converged
     _assert_monotone(res.bound_trace)
     # a linear design, too
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((80, 4))
     t = (rng.random(80) < expit(X @ [2.0, -1.0, 0.0, 0.0])).astype(float)
-    res = fit_vb_classification(X, t)
+    res = fit(X, t)
     assert res.converged
     _assert_monotone(res.bound_trace)
 
@@ -404,9 +406,10 @@ def test_tiny_hyperpriors_agree_with_type_ii_ml(seed, fit):
 # -- classification -----------------------------------------------------------------
 
 
-def test_classification_blobs():
+@pytest.mark.parametrize("fit", [fit_vb_classification, fit_vb_classification_full])
+def test_classification_blobs(fit):
     Phi, y, Phi_test, y_test = _blob_problem(0)
-    res = fit_vb_classification(Phi, y)
+    res = fit(Phi, y)
     assert res.converged and res.beta_shape is None and res.beta_rate is None
     assert res.xi.shape == y.shape
     _assert_monotone(res.bound_trace)
@@ -476,8 +479,9 @@ def test_classification_single_basis_brute_force():
 
 
 def test_invalid_inputs_raise():
-    with pytest.raises(ValueError, match="0 or 1"):
-        fit_vb_classification(np.ones((3, 1)), np.array([0.0, 1.0, 2.0]))
+    for fit in (fit_vb_classification, fit_vb_classification_full):
+        with pytest.raises(ValueError, match="0 or 1"):
+            fit(np.ones((3, 1)), np.array([0.0, 1.0, 2.0]))
     for fit in (fit_vb_regression, fit_vb_regression_full):
         with pytest.raises(ValueError, match="shapes"):
             fit(np.ones((3, 2)), np.ones(4))
@@ -565,9 +569,10 @@ def test_max_iter_warns():
         res = fit_vb_regression_full(_rbf_design(x, x), t, max_iter=3)
     assert not res.converged and res.n_iter == 3 and len(res.bound_trace) == 3
     Phi, y, _, _ = _blob_problem(0, n=30)
-    with pytest.warns(ConvergenceWarning):
-        res = fit_vb_classification(Phi, y, max_iter=2)
-    assert not res.converged and res.n_iter == 2
+    for fit in (fit_vb_classification, fit_vb_classification_full):
+        with pytest.warns(ConvergenceWarning):
+            res = fit(Phi, y, max_iter=2)
+        assert not res.converged and res.n_iter == 2
 
 
 def test_deterministic_and_result_fields():
