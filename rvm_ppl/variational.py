@@ -429,7 +429,12 @@ def fit_vb_regression_full(
     tol=1e-7,
     prune_alpha=1e12,
 ):
-    """Fit the variational relevance vector regression of Bishop & Tipping (2000).
+    """Fit the variational relevance vector regression by full sweeps (Bishop & Tipping 2000).
+
+    Every sweep updates ``Q(w)`` over all ``M`` basis functions (``O(M^3)``),
+    then ``Q(alpha)`` and ``Q(beta)``. This is the paper's algorithm, kept as
+    the reference :func:`fit_vb_regression` is checked against; use that one
+    for more than a few hundred basis functions.
 
     Parameters
     ----------
@@ -452,7 +457,9 @@ def fit_vb_regression_full(
     Returns
     -------
     VBResult
-        With ``beta_shape`` and ``beta_rate`` set; ``xi`` is ``None``.
+        With ``beta_shape`` and ``beta_rate`` set; ``xi`` is ``None``;
+        ``active`` holds every basis function not pruned (all of them with
+        the default ``prune_alpha``).
 
     Notes
     -----
@@ -710,6 +717,7 @@ class _FastVB:
         new_x = self.x.copy()
         act = np.asarray(self.active, dtype=int)
         q2 = self.q**2
+        act = act[self.s[act] > 0]  # s_m = 1/Sigma_mm - x_m > 0 unless lost to rounding
         if act.size:
             s, q2a = self.s[act], q2[act]
             xa = _argmax_f_in(s, q2a, a, b)
