@@ -1177,10 +1177,14 @@ def fit_vb_classification(basis, t, *, a=1e-6, b=1e-6, max_iter=5000, tol=1e-7):
                 st.add(j, new_x[j])
             else:
                 st.reestimate(j, new_x[j])
+        # xi after every action: re-estimating it only when no action is left
+        # admits more basis functions and needs more iterations (blobs,
+        # N = 1 000: 41-45 instead of 10-12 basis functions, 3-5 times slower)
         before = st.bound
         st.update_xi()
+        xi_gain = st.bound - before
         trace.append(st.bound)
-        if not acted and st.bound - before <= gtol:
+        if not acted and xi_gain <= gtol:
             converged = True
             break
     if not converged:
