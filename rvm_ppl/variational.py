@@ -104,6 +104,20 @@ rest: measured 3.8-4.5 nats of about 1 300 on noisy sinc, N = 100, with
 predictions within 0.01 RMS (noise sd 0.1) of the full fit's
 (``tests/test_variational_fast.py``).
 
+Candidates whose cosine with a basis function in the model exceeds
+``alignment_max`` are skipped (not taking a step that would raise the bound
+keeps it monotone).
+
+The pruned weights are independent with zero mean, so each one spends
+``gamma_m = S_m / (<alpha_m> + S_m)`` "effective parameters" that fit
+nothing: ``<||t - Phi w||^2>`` carries ``sum_(m pruned) v_m ||phi_m||^2``
+and the noise estimate ``1/<beta>`` grows with it. With ``b = 1e-6``,
+``<alpha_m> ~ sqrt((a + 1/2) S_m / b)``, so ``gamma_m ~ sqrt(2 b S_m)`` grows
+with ``N``: on noisy sinc (noise sd 0.1) the sd estimate is 0.100 at
+N = 100, 0.101-0.106 at N = 1 000 and 0.107-0.108 at N = 5 000 (the evidence
+method: 0.100-0.101), the pruned terms being 15 % of the residual at
+N = 5 000. A smaller ``b`` shrinks the effect like ``sqrt(b)``.
+
 Each iteration costs ``O(M k^2 + k^3)`` for ``k`` active basis functions
 (one triangular solve against the cached cross products ``Phi^T phi_j`` of
 the active ``j``) plus, when a basis function is added, one product
@@ -517,6 +531,7 @@ def fit_vb_regression_full(
 
 PREFETCH = 32  # cross products computed per pass over a lazy basis
 ALIGNED = 1e-8  # a candidate with s_m <= ALIGNED * S_m lies in the span of the model
+ALIGNMENT_MAX = 1 - 1e-3  # cosine above which a candidate duplicates a basis in the model
 
 
 def _check_priors(**priors):
@@ -637,6 +652,8 @@ class _FastVB:
     ``N x M`` is ever formed.
     """
 
+    alignment_max = 1.0
+
     def __init__(self, basis, t, a, b, c, d):
         self.basis, self.t = basis, t
         self.N, self.M = len(t), basis.n_basis
@@ -724,12 +741,23 @@ class _FastVB:
             gain[act] = _f_in(xa, s, q2a, a, b) - _f_in(self.x[act], s, q2a, a, b)
             new_x[act] = xa
         cand = np.flatnonzero(self.out & (q2 > self.s) & (self.s > ALIGNED * self.S))
+        if cand.size and self.active and self.alignment_max < 1:
+            # Tipping & Faul (2003) / SparseBayes: skip near-duplicates of a basis in the model
+            norms = np.sqrt(self.norms2)
+            G = self._cross_active()[cand]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cos = np.max(G / np.outer(norms[cand], norms[self.active]), axis=1)
+            cand = cand[~(cos > self.alignment_max)]
         if cand.size:
             s, q2c = self.s[cand], q2[cand]
             xc = _argmax_f_in(s, q2c, a, b)
             gain[cand] = _f_in(xc, s, q2c, a, b) - _f_out(self.x[cand], self.S[cand], a, b)
             new_x[cand] = xc
         return gain, new_x
+
+    def _cross_active(self):
+        """``Phi^T Phi[:, active]`` (unweighted), columns in ``active`` order."""
+        return self.GA
 
     def ensure_cross(self, j, candidates=()):
         """Make ``Phi^T phi_j`` available, prefetching likely next candidates."""
@@ -789,6 +817,7 @@ def fit_vb_regression(
     max_iter=5000,
     tol=1e-7,
     noise_warmup=False,
+    alignment_max=ALIGNMENT_MAX,
 ):
     """Variational relevance vector regression by sequential addition of basis functions.
 
@@ -824,6 +853,14 @@ def fit_vb_regression(
         first iteration: with the warm-up the high initial ``<beta>`` admits
         more basis functions (noisy sinc N = 100, seed 1: 44 instead of 18)
         and neither schedule reaches the higher bound consistently.
+    alignment_max : float
+        Skip a candidate whose cosine with a basis function in the model
+        exceeds this (SparseBayes's redundancy test; ``1`` turns it off).
+        Adding such a near-duplicate raises the bound a little and costs
+        ``O(M k)`` per later iteration: on noisy sinc (N = 1 000 / 5 000,
+        RBF r = 3, numerical rank 31) the test halves ``k`` and the time, the
+        bound drops by 0.5-3 nats in 12 600 / 63 400, the RMS error does not
+        change.
 
     Returns
     -------
@@ -847,6 +884,7 @@ def fit_vb_regression(
         raise ValueError(f"tol must be non-negative; got {tol!r}.")
     basis, t = _as_basis(basis, t)
     st = _FastVB(basis, t, a, b, c, d)
+    st.alignment_max = float(alignment_max)
     trace = []
     noise_on = not noise_warmup
     converged = False
@@ -1038,9 +1076,10 @@ class _FastVBC(_FastVB):
         self.N, self.M = len(t), basis.n_basis
         self.a, self.b = a, b
         self.r = t - 0.5  # (2t - 1) / 2
-        self.proj = basis.cross(self.r[:, None])[:, 0]
+        self.norms2, self.proj = basis.norms2_and_project(self.r)
         self.active = []
         self.cols = np.empty((self.N, 0))
+        self.GU = np.empty((self.M, 0))  # unweighted Phi^T Phi[:, active], for the alignment test
         self.x = np.ones(self.M)
         self.set_xi(np.zeros(self.N))
         self.refresh()
@@ -1096,9 +1135,14 @@ class _FastVBC(_FastVB):
 
     def add(self, j, x, candidates=()):
         col = self.basis.columns([j])
-        self.G = {j: self.basis.cross(2.0 * self.lam[:, None] * col)[:, 0]}
+        both = self.basis.cross(np.column_stack([2.0 * self.lam[:, None] * col, col]))
+        self.G = {j: both[:, 0]}
+        self.GU = np.column_stack([self.GU, both[:, 1]])
         self.cols = np.column_stack([self.cols, col])
         super().add(j, x)
+
+    def _cross_active(self):
+        return self.GU
 
     def ensure_cross(self, j, candidates=()):
         """``Phi^T H phi_j`` is built in :meth:`add` (it changes with ``xi``)."""
@@ -1119,7 +1163,9 @@ class _FastVBC(_FastVB):
         return res
 
 
-def fit_vb_classification(basis, t, *, a=1e-6, b=1e-6, max_iter=5000, tol=1e-7):
+def fit_vb_classification(
+    basis, t, *, a=1e-6, b=1e-6, max_iter=5000, tol=1e-7, alignment_max=ALIGNMENT_MAX
+):
     """Variational relevance vector classification by sequential addition of basis functions.
 
     The classifier of Bishop & Tipping (2000, Sec. 4: Jaakkola-Jordan bound)
@@ -1142,6 +1188,8 @@ def fit_vb_classification(basis, t, *, a=1e-6, b=1e-6, max_iter=5000, tol=1e-7):
         Maximum number of iterations; reaching it emits a ``ConvergenceWarning``.
     tol : float
         Stop when no action raises the bound by more than ``tol * max(1, |L|)``.
+    alignment_max : float
+        As for :func:`fit_vb_regression`.
 
     Returns
     -------
@@ -1165,6 +1213,7 @@ def fit_vb_classification(basis, t, *, a=1e-6, b=1e-6, max_iter=5000, tol=1e-7):
     if not np.all((t == 0) | (t == 1)):
         raise ValueError("Targets must be 0 or 1.")
     st = _FastVBC(basis, t, a, b)
+    st.alignment_max = float(alignment_max)
     trace = []
     converged = False
     for _ in range(max_iter):
