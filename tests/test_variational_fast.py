@@ -20,6 +20,7 @@ from rvm_ppl.variational import (
     _FastVB,
     _regression_bound,
     _regression_sweep,
+    fit_vb_classification,
     fit_vb_regression,
     fit_vb_regression_full,
 )
@@ -325,3 +326,18 @@ def test_nothing_to_explain():
     _assert_monotone(res.bound_trace)
     # the noise explains everything: E[1/beta] ~ ||t||^2 / N
     assert res.beta_rate / res.beta_shape == pytest.approx(t @ t / 30, rel=0.05)
+
+
+def test_bad_inputs():
+    x, t = _sinc(0, n=20)
+    basis = KernelBasis(make_kernel("rbf", gamma=1 / 9), x[:, None])
+    with pytest.raises(ValueError, match="match the basis"):
+        fit_vb_regression(basis, t[:-1])
+    with pytest.raises(ValueError, match="finite"):
+        fit_vb_regression(basis, np.where(np.arange(20) == 3, np.inf, t))
+    with pytest.raises(ValueError, match="tol"):
+        fit_vb_regression(basis, t, tol=-1.0)
+    with pytest.raises(ValueError, match="d must be positive"):
+        fit_vb_regression(basis, t, d=-1.0)
+    with pytest.raises(ValueError, match="0 or 1"):
+        fit_vb_classification(basis, (t > 0).astype(float) * 2)
