@@ -48,29 +48,98 @@ maximiser (``tests/test_variational.py``); three printed equations disagree:
 * eqs. (45) and (46) print ``+<ln Q>`` under the label ``-<ln Q>``; the
   entropy is their negative, which is eq. (64).
 
-Pruning
--------
-A basis function whose ``<alpha_m>`` exceeds ``prune_alpha`` may be dropped
-from the linear algebra: from then on its factor is restricted to
-``Q(w_m) = N(0, v_m)``, independent of the other weights, with ``v_m`` still
-updated in closed form (``v_m = 1 / (<alpha_m> + <beta> ||phi_m||^2)``, or with
-``2 sum_n lambda(xi_n) phi_nm^2`` for classification) and ``Q(alpha_m)`` still
-updated by eq. (25). Their terms stay in the bound exactly: the bound is that
-of the restricted family, so later sweeps are exact coordinate ascent again.
+Two fitters
+-----------
+:func:`fit_vb_regression` (the default) grows the model one basis function at
+a time and never needs the ``N x M`` design; :func:`fit_vb_regression_full`
+and :func:`fit_vb_classification` run the sweeps above over all ``M`` basis
+functions, ``O(M^3)`` each. Both fit the same family:
 
-Dropping the cross-covariances and the (tiny) mean of ``w_m`` lowers the
-bound once, by ``O(c_m / <alpha_m>)`` where ``c_m <= <beta> ||phi_m||^2`` is
-the coupling of ``phi_m`` to the other basis functions; a sweep that would
-prune is therefore kept only if its bound is not below the previous one
-(relative slack ``PRUNE_RTOL``), and is otherwise redone with the candidates
-kept, the next attempt waiting twice as long. Pruned bases are never
-re-admitted. In practice pruning is taken only for (nearly) decoupled
-columns or astronomically large ``<alpha_m>``: under these updates an
-irrelevant ``<alpha_m>`` grows only linearly, by about ``s_m - q_m^2`` per
-sweep (Faul & Tipping's sparsity and quality factors), and it never exceeds
-``(a + 1/2) / b``, so with the default ``b = 1e-6`` and ``prune_alpha = 1e12``
-nothing is pruned; irrelevant weights instead settle at
-``<alpha_m> ~ sqrt(s_m / 2b)`` (about ``1e3``-``1e4`` on the sinc example).
+Restricted family (pruning)
+---------------------------
+``Q(w)`` is a full Gaussian on an active set of basis functions and, for
+every other ("pruned") ``m``, an independent ``Q(w_m) = N(0, v_m)``. Their
+terms stay in the bound exactly, so the bound is that of the restricted
+family; ``v_m`` and ``Q(alpha_m)`` keep their closed-form updates
+(``v_m = 1 / (<alpha_m> + <beta> ||phi_m||^2)``, or with
+``2 sum_n lambda(xi_n) phi_nm^2`` for classification; eq. 25).
+
+Sequential fit (fit_vb_regression)
+----------------------------------
+With ``Q(alpha)`` and ``Q(beta)`` fixed and ``Q(w)`` at its optimum, the
+bound is the log marginal likelihood of Tipping (2001) at
+``alpha = <alpha>, beta = <beta>`` plus ``sum_m (<ln alpha_m> - ln <alpha_m>) / 2``
+and the hyperprior terms. As a function of one ``x = <alpha_m>`` (with
+``Q(alpha_m) = Gamma(a + 1/2, (a + 1/2) / x)``, the form every update
+gives) it is, up to terms free of ``x``,
+
+* ``F_in(x) = (a + 1/2) ln x - b x - ln(x + s_m)/2 + q_m^2 / (2 (x + s_m))``
+  if ``m`` is in the Gaussian block (Faul & Tipping 2002, eq. 11, with
+  Bishop & Tipping 2000, eqs. 41-42 and 64), where ``s_m, q_m`` are the
+  sparsity and quality factors of ``m`` computed without it;
+* ``F_out(x) = (a + 1/2) ln x - b x - ln(x + S_m)/2`` if it is pruned, with
+  ``S_m = <beta> ||phi_m||^2 >= s_m`` and ``v_m`` at its optimum.
+
+The maximiser of ``F_in`` is the fixed point of alternating the ``Q(w)`` and
+``Q(alpha_m)`` updates with everything else fixed (Shutin, Buchgraber,
+Kulkarni & Poor 2011): a root of a cubic, ``s^2 / (q^2 - s)`` when
+``a = b = 0`` and ``q^2 > s`` (Faul & Tipping 2002, eq. 17) and infinite
+(prune) otherwise. That of ``F_out`` is a root of a quadratic. Each
+iteration takes the best of: re-estimating an active ``Q(alpha_m)`` at its
+fixed point (gain ``max F_in - F_in(x_m)``), or adding a pruned ``m`` that
+passes Shutin's test ``q_m^2 > s_m`` (gain ``max F_in - F_out(x_m)``), and
+then updates ``Q(beta)`` (eq. 27), ``Q(w)`` and every pruned
+``(v_m, Q(alpha_m))`` jointly. Each step maximises the bound over the
+factors it changes, so the bound never decreases; the predicted gains are
+the bound's changes (tests).
+
+Since ``F_in(x) - F_out(x) = ln((x + S_m)/(x + s_m))/2 + q_m^2/(2(x + s_m)) >= 0``,
+removing a basis function from the block never raises the bound under a
+proper hyperprior (``b > 0``): the loss vanishes only as ``<alpha_m> -> inf``,
+which needs ``b -> 0``. The sequential fit therefore only adds (the
+evidence method also deletes). Its bound is below that of the full fit by
+what the restriction costs - the posterior correlation between the
+never-added weights (``<alpha_m>`` near ``sqrt((a + 1/2) S_m / b)``) and the
+rest: measured 3.8-4.5 nats of about 1 300 on noisy sinc, N = 100, with
+predictions within 0.01 RMS (noise sd 0.1) of the full fit's
+(``tests/test_variational_fast.py``).
+
+Candidates whose cosine with a basis function in the model exceeds
+``alignment_max`` are skipped (not taking a step that would raise the bound
+keeps it monotone).
+
+The pruned weights are independent with zero mean, so each one spends
+``gamma_m = S_m / (<alpha_m> + S_m)`` "effective parameters" that fit
+nothing: ``<||t - Phi w||^2>`` carries ``sum_(m pruned) v_m ||phi_m||^2``
+and the noise estimate ``1/<beta>`` grows with it. With ``b = 1e-6``,
+``<alpha_m> ~ sqrt((a + 1/2) S_m / b)``, so ``gamma_m ~ sqrt(2 b S_m)`` grows
+with ``N``: on noisy sinc (noise sd 0.1) the sd estimate is 0.100 at
+N = 100, 0.101-0.106 at N = 1 000 and 0.107-0.108 at N = 5 000 (the evidence
+method: 0.100-0.101), the pruned terms being 15 % of the residual at
+N = 5 000. A smaller ``b`` shrinks the effect like ``sqrt(b)``.
+
+Each iteration costs ``O(M k^2 + k^3)`` for ``k`` active basis functions
+(one triangular solve against the cached cross products ``Phi^T phi_j`` of
+the active ``j``) plus, when a basis function is added, one product
+``Phi^T phi_j`` (one pass over a lazy basis, shared by up to ``PREFETCH``
+candidates).
+
+Full fit (fit_vb_regression_full, fit_vb_classification)
+--------------------------------------------------------
+A basis function whose ``<alpha_m>`` exceeds ``prune_alpha`` may be moved
+to the restricted part. Dropping the cross-covariances and the (tiny) mean
+of ``w_m`` lowers the bound once, by ``O(c_m / <alpha_m>)`` where
+``c_m <= <beta> ||phi_m||^2`` is the coupling of ``phi_m`` to the other
+basis functions; a sweep that would prune is therefore kept only if its
+bound is not below the previous one (relative slack ``PRUNE_RTOL``), and
+is otherwise redone with the candidates kept, the next attempt waiting
+twice as long. Pruned bases are never re-admitted. In practice pruning is
+taken only for (nearly) decoupled columns or astronomically large
+``<alpha_m>``: under these updates an irrelevant ``<alpha_m>`` grows only
+linearly, by about ``s_m - q_m^2`` per sweep, and it never exceeds
+``(a + 1/2) / b``, so with the default ``b = 1e-6`` and
+``prune_alpha = 1e12`` nothing is pruned; irrelevant weights instead settle
+at ``<alpha_m> ~ sqrt(s_m / 2b)`` (about ``1e3``-``1e4`` on the sinc example).
 
 References
 ----------
@@ -82,6 +151,12 @@ References
    learning", NIPS 14, 2002.
 .. [4] T. Jaakkola and M. I. Jordan, "Bayesian parameter estimation via
    variational methods", Statistics and Computing 10, 2000.
+.. [5] M. E. Tipping and A. C. Faul, "Fast marginal likelihood maximisation
+   for sparse Bayesian models", AISTATS 2003.
+.. [6] D. Shutin, T. Buchgraber, S. R. Kulkarni and H. V. Poor, "Fast
+   variational sparse Bayesian learning with automatic relevance
+   determination for superimposed signals", IEEE Trans. Signal Processing
+   59(12), 2011.
 """
 
 from __future__ import annotations
@@ -93,7 +168,8 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from sklearn.exceptions import ConvergenceWarning
 
-from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered
+from ._basis import DenseBasis, LowRankKernelBasis
+from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
 
 LN_2PI = float(np.log(2.0 * np.pi))
 ALPHA_INIT = 1.0  # initial <alpha_m> (unit prior variance of the weights)
@@ -104,33 +180,51 @@ PRUNE_RTOL = 1e-12  # a pruning sweep may not lower the bound by more than this,
 
 @dataclass
 class VBResult:
-    """Outcome of :func:`fit_vb_regression` or :func:`fit_vb_classification`.
+    """Outcome of a variational RVM fit.
+
+    Returned by :func:`fit_vb_regression`, :func:`fit_vb_regression_full` and
+    :func:`fit_vb_classification`.
+
+    ``Q(w)`` is a full Gaussian on the basis functions in ``active`` and, for
+    every other (pruned) basis function, an independent ``N(0, weight_var[m])``
+    (module Notes, Pruning).
 
     Attributes
     ----------
     mean : ndarray of shape (M,)
         ``E[w]`` under ``Q(w)``; zero for pruned basis functions.
-    cov : ndarray of shape (M, M)
-        ``Cov[w]`` under ``Q(w)``; rows and columns of pruned basis functions
-        are zero (their variance is below ``1 / prune_alpha``).
+    active : ndarray of int, shape (n_active,)
+        Sorted indices of the basis functions kept in the full Gaussian block.
+    cov : ndarray of shape (n_active, n_active)
+        ``Cov[w[active]]`` under ``Q(w)``, rows and columns in ``active`` order.
+    weight_var : ndarray of shape (M,)
+        ``Var[w_m]`` under ``Q(w)``: the diagonal of ``cov`` on ``active`` and
+        the variance ``v_m`` of the independent factor ``N(0, v_m)`` elsewhere.
     alpha_shape, alpha_rate : ndarray of shape (M,)
-        ``Q(alpha_m) = Gamma(alpha_shape[m], alpha_rate[m])`` (shape, rate).
+        ``Q(alpha_m) = Gamma(alpha_shape[m], alpha_rate[m])`` (shape, rate). For
+        a pruned basis function this is the ``Q(alpha_m)`` of the fit's
+        restricted family, ``Gamma(a + 1/2, b + weight_var[m] / 2)``: the
+        joint optimum of ``Q(w_m) = N(0, v_m)`` and ``Q(alpha_m)`` given the
+        other factors (for :func:`fit_vb_regression`; the full fit's last
+        coordinate step for the others).
     beta_shape, beta_rate : float or None
         ``Q(beta) = Gamma(beta_shape, beta_rate)``; ``None`` for classification.
     bound_trace : ndarray
-        The lower bound after every sweep.
+        The lower bound after every iteration.
     n_iter : int
-        Number of sweeps run.
+        Number of iterations run.
     converged : bool
-        Whether the relative change of the bound fell below ``tol``.
+        Whether the stopping rule of the fitter was met.
     pruned : ndarray of bool, shape (M,)
-        Basis functions dropped from the linear algebra (see module Notes).
+        ``True`` for basis functions not in ``active``.
     xi : ndarray of shape (N,) or None
         Jaakkola-Jordan variational parameters (classification only).
     """
 
     mean: np.ndarray
+    active: np.ndarray
     cov: np.ndarray
+    weight_var: np.ndarray
     alpha_shape: np.ndarray
     alpha_rate: np.ndarray
     beta_shape: float | None
@@ -179,12 +273,10 @@ class _QW:
         """``E[w_m^2] = mu_m^2 + Sigma_mm`` (eqs. 28-29)."""
         return self.mean**2 + self.var
 
-    def dense_cov(self):
-        """``Cov[w]`` as an ``(M, M)`` array, zero outside the active block."""
-        M = len(self.mean)
-        out = np.zeros((M, M))
-        out[np.ix_(self.active, self.active)] = self.cov
-        return out
+    def sorted_cov(self):
+        """``Cov[w[active]]`` with rows and columns in increasing basis order."""
+        order = np.argsort(self.active)
+        return self.cov[np.ix_(order, order)]
 
 
 # -- moments and entropies of the Gamma factors ---------------------------------
@@ -339,7 +431,7 @@ def _regression_sweep(Phi, t, col_sq, state, active, priors):
     return qw, state, bound
 
 
-def fit_vb_regression(
+def fit_vb_regression_full(
     Phi,
     t,
     *,
@@ -351,7 +443,12 @@ def fit_vb_regression(
     tol=1e-7,
     prune_alpha=1e12,
 ):
-    """Fit the variational relevance vector regression of Bishop & Tipping (2000).
+    """Fit the variational relevance vector regression by full sweeps (Bishop & Tipping 2000).
+
+    Every sweep updates ``Q(w)`` over all ``M`` basis functions (``O(M^3)``),
+    then ``Q(alpha)`` and ``Q(beta)``. This is the paper's algorithm, kept as
+    the reference :func:`fit_vb_regression` is checked against; use that one
+    for more than a few hundred basis functions.
 
     Parameters
     ----------
@@ -374,7 +471,9 @@ def fit_vb_regression(
     Returns
     -------
     VBResult
-        With ``beta_shape`` and ``beta_rate`` set; ``xi`` is ``None``.
+        With ``beta_shape`` and ``beta_rate`` set; ``xi`` is ``None``;
+        ``active`` holds every basis function not pruned (all of them with
+        the default ``prune_alpha``).
 
     Notes
     -----
@@ -386,10 +485,10 @@ def fit_vb_regression(
     Examples
     --------
     >>> import numpy as np
-    >>> from rvm_ppl.variational import fit_vb_regression
+    >>> from rvm_ppl.variational import fit_vb_regression_full
     >>> x = np.linspace(-1, 1, 20)
     >>> Phi = np.column_stack([np.ones_like(x), x])
-    >>> res = fit_vb_regression(Phi, 1.0 + 2.0 * x)
+    >>> res = fit_vb_regression_full(Phi, 1.0 + 2.0 * x)
     >>> np.round(res.mean, 3)
     array([1., 2.])
     """
@@ -414,7 +513,9 @@ def fit_vb_regression(
     )
     return VBResult(
         mean=qw.mean,
-        cov=qw.dense_cov(),
+        active=np.sort(np.asarray(qw.active, dtype=int)),
+        cov=qw.sorted_cov(),
+        weight_var=qw.var,
         alpha_shape=state[0],
         alpha_rate=state[1],
         beta_shape=float(state[2]),
@@ -424,6 +525,398 @@ def fit_vb_regression(
         converged=converged,
         pruned=pruned,
     )
+
+
+# -- regression that adds basis functions one at a time (fast variational SBL) -------
+
+PREFETCH = 32  # cross products computed per pass over a lazy basis
+ALIGNED = 1e-8  # a candidate with s_m <= ALIGNED * S_m lies in the span of the model
+ALIGNMENT_MAX = 1 - 1e-3  # cosine above which a candidate duplicates a basis in the model
+
+
+def _check_priors(**priors):
+    """Raise ``ValueError`` unless every hyperprior parameter is positive and finite."""
+    for name, value in priors.items():
+        if not (np.isfinite(value) and value > 0):
+            raise ValueError(f"{name} must be positive and finite; got {value!r}.")
+
+
+def _as_basis(basis, t):
+    """Return ``(basis, t)`` with ``basis`` an object of the ``DenseBasis`` protocol."""
+    t = np.asarray(t, dtype=float)
+    protocol = ("n_basis", "n_samples", "norms2_and_project", "columns", "cross")
+    if isinstance(basis, (np.ndarray, list, tuple)) or not any(hasattr(basis, p) for p in protocol):
+        try:
+            Phi = np.asarray(basis, dtype=float)
+        except (TypeError, ValueError):
+            raise TypeError(
+                "basis must be an ndarray or have the DenseBasis/KernelBasis protocol "
+                f"{protocol}; got {type(basis).__name__}."
+            ) from None
+        Phi, t = _check_inputs(Phi, t)
+        return DenseBasis(Phi), t
+    for attr in protocol:
+        if not hasattr(basis, attr):
+            raise TypeError(
+                "basis must be an ndarray or have the DenseBasis/KernelBasis protocol "
+                f"(n_basis, n_samples, norms2_and_project, columns, cross); missing {attr!r}."
+            )
+    if t.ndim != 1 or basis.n_samples != t.shape[0]:
+        raise ValueError(
+            f"t must have shape ({basis.n_samples},) to match the basis; got {t.shape}."
+        )
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t must be finite.")
+    return basis, t
+
+
+def _f_in(x, s, q2, a, b):
+    """Return the bound as a function of ``<alpha_m> = x`` for ``m`` in the Gaussian block.
+
+    With the other factors fixed and ``Q(w)`` at its optimum, the bound depends
+    on ``Q(alpha_m) = Gamma(a + 1/2, (a + 1/2) / x)`` through
+    ``(a + 1/2) ln x - b x - ln(x + s)/2 + q^2 / (2 (x + s))`` plus terms free
+    of ``x`` (Faul & Tipping 2002, eq. 11, with Bishop & Tipping 2000, eqs.
+    41-42 and 64 for the ``Q(alpha_m)`` terms). ``s, q`` are the sparsity and
+    quality factors of ``m`` computed without it (Faul & Tipping 2002, eq. 16)
+    at ``<alpha>, <beta>``.
+    """
+    return (a + 0.5) * np.log(x) - b * x - 0.5 * np.log(x + s) + 0.5 * q2 / (x + s)
+
+
+def _f_out(x, S, a, b):
+    """Return the terms of :func:`_f_in` for a pruned ``m``.
+
+    ``Q(w_m) = N(0, 1/(x + S))`` at its optimum, ``S = <beta> ||phi_m||^2``.
+    """
+    return (a + 0.5) * np.log(x) - b * x - 0.5 * np.log(x + S)
+
+
+def _argmax_f_out(S, a, b):
+    """``argmax_x`` of :func:`_f_out`: the root of ``b x^2 + (b S - a) x - (a + 1/2) S``."""
+    B = a - b * S
+    D = np.sqrt(B * B + 4.0 * b * (a + 0.5) * S)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where(B >= 0, (B + D) / (2.0 * b), 2.0 * (a + 0.5) * S / (D - B))
+
+
+def _argmax_f_in(s, q2, a, b):
+    """``argmax_x`` of :func:`_f_in` for each ``(s, q^2)``: the fixed point of Q(alpha_m).
+
+    This is the limit of alternating the updates of ``Q(w)`` and ``Q(alpha_m)``
+    with everything else fixed (Shutin et al. 2011, Sec. III; for ``a = b = 0``
+    it is ``s^2 / (q^2 - s)`` when ``q^2 > s`` and infinite otherwise, Faul &
+    Tipping 2002, eq. 17). With ``y = x / s``, ``rho = q^2 / s``,
+    ``h = b s``, the stationary points solve the cubic
+    ``-2h y^3 + (2a - 4h) y^2 + (4a + 1 - 2h - rho) y + (2a + 1) = 0``, which
+    has a positive root since its value is positive at 0 and it tends to
+    ``-inf``; the best positive root is returned.
+    """
+    s = np.asarray(s, dtype=float)
+    q2 = np.asarray(q2, dtype=float)
+    h, rho = b * s, q2 / s
+    c0, c1, c2, c3 = 2 * a + 1, 4 * a + 1 - 2 * h - rho, 2 * a - 4 * h, -2 * h
+    # roots z = 1/y of c0 z^3 + c1 z^2 + c2 z + c3 (well scaled when h is tiny)
+    comp = np.zeros(s.shape + (3, 3))
+    comp[..., 0, :] = -np.stack([c1, c2, c3], axis=-1) / c0
+    comp[..., 1, 0] = comp[..., 2, 1] = 1.0
+    z = np.linalg.eigvals(comp) if s.size else np.zeros(s.shape + (3,))
+    ok = (np.abs(z.imag) <= 1e-6 * np.abs(z)) & (z.real > 0)
+    y = np.where(ok, 1.0 / np.where(ok, z.real, 1.0), np.nan)
+    for _ in range(3):  # Newton polish of the cubic in y
+        p = ((c3[..., None] * y + c2[..., None]) * y + c1[..., None]) * y + c0
+        dp = (3 * c3[..., None] * y + 2 * c2[..., None]) * y + c1[..., None]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            step = np.where(dp != 0, p / dp, 0.0)
+        y_new = y - step
+        y = np.where(np.isfinite(y_new) & (y_new > 0), y_new, y)
+    x = y * s[..., None]
+    with np.errstate(invalid="ignore"):
+        f = np.where(np.isfinite(x), _f_in(x, s[..., None], q2[..., None], a, b), -np.inf)
+    best = np.argmax(f, axis=-1)
+    x_best = np.take_along_axis(x, best[..., None], axis=-1)[..., 0]
+    bad = ~np.isfinite(x_best)
+    if np.any(bad):  # pragma: no cover - a positive root always exists
+        raise FloatingPointError("No positive stationary point of the Q(alpha) bound was found.")
+    return x_best
+
+
+class _FastVB:
+    """State of the sequential variational RVR.
+
+    ``Q(w)`` is a full Gaussian on ``active`` (the ``Sigma``, ``mu`` of Tipping
+    2001, eqs. 12-13, at ``<alpha>, <beta>``: Bishop & Tipping 2000, eqs.
+    23-24) and ``N(0, v_m)`` for every other ``m``; ``Q(alpha_m) = Gamma(a +
+    1/2, (a + 1/2) / x_m)`` for all ``m``; ``Q(beta) = Gamma(c + N/2, rate)``.
+    ``GA`` caches ``Phi^T phi_j`` for the active ``j``; nothing of size
+    ``N x M`` is ever formed.
+    """
+
+    alignment_max = 1.0
+
+    def __init__(self, basis, t, a, b, c, d):
+        self.basis, self.t = basis, t
+        self.N, self.M = len(t), basis.n_basis
+        self.a, self.b, self.c, self.d = a, b, c, d
+        self.norms2, self.proj = basis.norms2_and_project(t)
+        self.tt = float(t @ t)
+        self.active = []
+        self.x = np.ones(self.M)  # <alpha_m>
+        self.G = {}
+        self.GA = np.empty((self.M, 0))
+        beta0 = 1.0 / (NOISE_SNR_INIT**2 * (np.var(t) + np.finfo(float).eps))
+        self.beta_shape = c + 0.5 * self.N  # eq. (26), corrected
+        self.beta_rate = self.beta_shape / beta0
+        self.refresh()
+
+    # -- statistics and the bound ---------------------------------------------
+    def refresh(self):
+        """Recompute ``Q(w)``, the pruned factors, ``s, q`` of every basis and the bound."""
+        a, b = self.a, self.b
+        Eb = self.beta_shape / self.beta_rate
+        act = np.asarray(self.active, dtype=int)
+        S = Eb * self.norms2
+        out = np.ones(self.M, dtype=bool)
+        out[act] = False
+        # pruned factors: joint optimum of Q(w_m) = N(0, v_m) and Q(alpha_m)
+        self.x[out] = _argmax_f_out(S[out], a, b)
+        var = 1.0 / (self.x + S)
+        mean = np.zeros(self.M)
+        if act.size:
+            GAA = self.GA[act]
+            H = Eb * GAA + np.diag(self.x[act])  # Bishop & Tipping (2000) eq. (23)
+            L = cholesky_jittered(H, what="weight posterior precision")
+            Sigma = cho_covariance(L)
+            mu = Eb * (Sigma @ self.proj[act])  # eq. (24)
+            B = solve_lower(L, self.GA.T)
+            # S_m = phi_m^T C^-1 phi_m by Woodbury (Faul & Tipping 2002, eq. 16)
+            Sm = S - Eb**2 * np.einsum("km,km->m", B, B)
+            Qm = Eb * (self.proj - self.GA @ mu)
+            d = np.diag(Sigma)
+            Sm[act] = 1.0 / d - self.x[act]  # "out" factors of the active ones, exactly
+            Qm[act] = mu / d
+            mean[act] = mu
+            var[act] = d
+            ED = self.tt - 2.0 * mu @ self.proj[act] + mu @ GAA @ mu
+            trace = float(np.sum(GAA * Sigma))
+            logdet = -cho_logdet(L)
+        else:
+            Sigma, Sm, Qm = np.zeros((0, 0)), S.copy(), Eb * self.proj
+            ED, trace, logdet = self.tt, 0.0, 0.0
+        self.Eb, self.S, self.s, self.q = Eb, S, Sm, Qm
+        self.Sigma, self.out = Sigma, out
+        # <||t - Phi w||^2> (eq. 27's bracket)
+        self.sq = max(ED, 0.0) + trace + float(var[out] @ self.norms2[out])
+        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))))
+        Elnb = digamma(self.beta_shape) - np.log(self.beta_rate)
+        loglik = 0.5 * self.N * (Elnb - LN_2PI) - 0.5 * Eb * self.sq  # eq. (40)
+        beta_terms = _gamma_cross(self.c, self.d, Eb, Elnb) + _gamma_entropy(
+            self.beta_shape, self.beta_rate
+        )  # eqs. (43) and (64)
+        shape, rate = self.q_alpha()
+        self.bound = float(loglik + beta_terms) + _weight_terms(self.qw, shape, rate, a, b)
+
+    def q_alpha(self):
+        shape = np.full(self.M, self.a + 0.5)
+        return shape, shape / self.x
+
+    # -- candidate actions ------------------------------------------------------
+    def gains(self):
+        """Bound gains of re-estimating each active ``Q(alpha_m)`` and of adding each candidate.
+
+        Returns ``(gain, new_x)`` of shape (M,); ``gain`` is ``-inf`` for
+        candidates that fail ``q_m^2 > s_m`` (Shutin et al. 2011; Faul &
+        Tipping 2002, eq. 17: the fixed point is finite when ``a = b = 0``) or
+        lie in the span of the model (``s_m <= ALIGNED * S_m``).
+        """
+        a, b = self.a, self.b
+        gain = np.full(self.M, -np.inf)
+        new_x = self.x.copy()
+        act = np.asarray(self.active, dtype=int)
+        q2 = self.q**2
+        act = act[self.s[act] > 0]  # s_m = 1/Sigma_mm - x_m > 0 unless lost to rounding
+        if act.size:
+            s, q2a = self.s[act], q2[act]
+            xa = _argmax_f_in(s, q2a, a, b)
+            gain[act] = _f_in(xa, s, q2a, a, b) - _f_in(self.x[act], s, q2a, a, b)
+            new_x[act] = xa
+        cand = np.flatnonzero(self.out & (q2 > self.s) & (self.s > ALIGNED * self.S))
+        if cand.size and self.active and self.alignment_max < 1:
+            # Tipping & Faul (2003) / SparseBayes: skip near-duplicates of a basis in the model
+            norms = np.sqrt(self.norms2)
+            G = self._cross_active()[cand]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cos = np.max(G / np.outer(norms[cand], norms[self.active]), axis=1)
+            cand = cand[~(cos > self.alignment_max)]
+        if cand.size:
+            s, q2c = self.s[cand], q2[cand]
+            xc = _argmax_f_in(s, q2c, a, b)
+            gain[cand] = _f_in(xc, s, q2c, a, b) - _f_out(self.x[cand], self.S[cand], a, b)
+            new_x[cand] = xc
+        return gain, new_x
+
+    def _cross_active(self):
+        """``Phi^T Phi[:, active]`` (unweighted), columns in ``active`` order."""
+        return self.GA
+
+    def ensure_cross(self, j, candidates=()):
+        """Make ``Phi^T phi_j`` available, prefetching likely next candidates."""
+        if j in self.G:
+            return
+        want = [j] + [int(c) for c in candidates if c not in self.G and c != j][: PREFETCH - 1]
+        if isinstance(self.basis, DenseBasis):
+            want = want[:1]  # a dense product costs the same one column at a time
+        C = self.basis.cross(self.basis.columns(want))
+        for k, c in enumerate(want):
+            self.G[c] = C[:, k].copy()
+
+    def add(self, j, x, candidates=()):
+        self.ensure_cross(j, candidates)
+        self.active.append(int(j))
+        self.GA = np.column_stack([self.GA, self.G[j]])
+        self.x[j] = x
+        self.refresh()
+
+    def reestimate(self, j, x):
+        self.x[j] = x
+        self.refresh()
+
+    def update_beta(self):
+        """``d~ = d + <||t - Phi w||^2> / 2`` (eq. 27), then ``Q(w)`` and the pruned factors."""
+        self.beta_rate = self.d + 0.5 * self.sq
+        self.refresh()
+
+    def result(self, trace, n_iter, converged):
+        order = np.argsort(self.active)
+        shape, rate = self.q_alpha()
+        pruned = self.out.copy()
+        return VBResult(
+            mean=self.qw.mean.copy(),
+            active=np.asarray(self.active, dtype=int)[order],
+            cov=self.Sigma[np.ix_(order, order)],
+            weight_var=self.qw.var.copy(),
+            alpha_shape=shape,
+            alpha_rate=rate,
+            beta_shape=None if self.beta_shape is None else float(self.beta_shape),
+            beta_rate=None if self.beta_rate is None else float(self.beta_rate),
+            bound_trace=np.asarray(trace),
+            n_iter=n_iter,
+            converged=converged,
+            pruned=pruned,
+        )
+
+
+def fit_vb_regression(
+    basis,
+    t,
+    *,
+    a=1e-6,
+    b=1e-6,
+    c=1e-6,
+    d=1e-6,
+    max_iter=5000,
+    tol=1e-7,
+    noise_warmup=False,
+    alignment_max=ALIGNMENT_MAX,
+):
+    """Variational relevance vector regression by sequential addition of basis functions.
+
+    Maximises the lower bound of Bishop & Tipping (2000) over the family in
+    which ``Q(w)`` is a full Gaussian on an active set of basis functions and
+    an independent ``N(0, v_m)`` on every other one, the active set growing
+    one basis function at a time as in the fast marginal-likelihood method of
+    Tipping & Faul (2003), with the fixed-point ``Q(alpha_m)`` updates of the
+    fast variational SBL of Shutin et al. (2011). Each iteration takes the
+    action that raises the bound most (module Notes, Fast fit) and costs
+    ``O(M k^2)`` for ``k`` active basis functions; the ``N x M`` design is
+    never formed when ``basis`` is lazy.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
+        Candidate basis functions (columns), as for
+        :func:`rvm_ppl.evidence.fit_evidence_regression`.
+    t : ndarray of shape (N,)
+        Real targets.
+    a, b : float
+        Shape and rate of the Gamma hyperprior on every weight precision.
+    c, d : float
+        Shape and rate of the Gamma prior on the noise precision ``beta``.
+    max_iter : int
+        Maximum number of iterations; reaching it emits a ``ConvergenceWarning``.
+    tol : float
+        Stop when no action raises the bound by more than ``tol * max(1, |L|)``.
+    noise_warmup : bool
+        Hold ``Q(beta)`` at its initial value until no basis action is worth
+        taking, then update it after every action, as the evidence method
+        does. By default ``Q(beta)`` is updated after every action from the
+        first iteration: with the warm-up the high initial ``<beta>`` admits
+        more basis functions (noisy sinc N = 100, seed 1: 44 instead of 18)
+        and neither schedule reaches the higher bound consistently.
+    alignment_max : float
+        Skip a candidate whose cosine with a basis function in the model
+        exceeds this (SparseBayes's redundancy test; ``1`` turns it off).
+        Adding such a near-duplicate raises the bound a little and costs
+        ``O(M k)`` per later iteration: on noisy sinc (N = 1 000 / 5 000,
+        RBF r = 3, numerical rank 31) the test halves ``k`` and the time, the
+        bound drops by 0.5-3 nats in 12 600 / 63 400, the RMS error does not
+        change.
+
+    Returns
+    -------
+    VBResult
+        ``beta_shape`` and ``beta_rate`` set; ``xi`` is ``None``.
+
+    Notes
+    -----
+    Initialisation: ``<beta> = 1 / (0.1 std(t))^2`` and no active basis
+    function. A basis function once added stays in: under a proper
+    hyperprior (``b > 0``) removing one from the Gaussian block never raises
+    the bound (module Notes), so this fit only adds, and never decreases the
+    bound. Compared with :func:`fit_vb_regression_full` (every basis in the
+    block) its bound is lower by what the restriction costs: the posterior
+    correlation of the never-added weights, which stay near zero there.
+    """
+    _check_priors(a=a, b=b, c=c, d=d)
+    if max_iter < 1:
+        raise ValueError(f"max_iter must be at least 1; got {max_iter}.")
+    if not (tol >= 0):
+        raise ValueError(f"tol must be non-negative; got {tol!r}.")
+    basis, t = _as_basis(basis, t)
+    st = _FastVB(basis, t, a, b, c, d)
+    st.alignment_max = float(alignment_max)
+    trace = []
+    noise_on = not noise_warmup
+    converged = False
+    for _ in range(max_iter):
+        gtol = tol * max(1.0, abs(st.bound))
+        gain, new_x = st.gains()
+        j = int(np.argmax(gain))
+        acted = bool(gain[j] > gtol)
+        if acted:
+            if st.out[j]:
+                order = np.argsort(-gain)
+                st.add(j, new_x[j], candidates=order[np.isfinite(gain[order])][1:])
+            else:
+                st.reestimate(j, new_x[j])
+        noise_gain = 0.0
+        if noise_on or not acted:
+            before = st.bound
+            st.update_beta()
+            noise_gain = st.bound - before
+            noise_on = True
+        trace.append(st.bound)
+        if not acted and noise_gain <= gtol:
+            converged = True
+            break
+    if not converged:
+        warnings.warn(
+            f"The variational RVM did not converge in {max_iter} iterations; "
+            "increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return st.result(trace, len(trace), converged)
 
 
 # -- classification ---------------------------------------------------------------
@@ -474,7 +967,7 @@ def _classification_sweep(Phi, t, state, active, priors):
     return qw, state, _classification_bound(Phi, t, qw, *state, a, b)
 
 
-def fit_vb_classification(
+def fit_vb_classification_full(
     Phi,
     t,
     *,
@@ -484,7 +977,7 @@ def fit_vb_classification(
     tol=1e-7,
     prune_alpha=1e12,
 ):
-    """Fit the variational relevance vector classifier of Bishop & Tipping (2000).
+    """Fit the variational relevance vector classifier by full sweeps (Bishop & Tipping 2000).
 
     Parameters
     ----------
@@ -526,7 +1019,9 @@ def fit_vb_classification(
     )
     return VBResult(
         mean=qw.mean,
-        cov=qw.dense_cov(),
+        active=np.sort(np.asarray(qw.active, dtype=int)),
+        cov=qw.sorted_cov(),
+        weight_var=qw.var,
         alpha_shape=state[0],
         alpha_rate=state[1],
         beta_shape=None,
@@ -537,6 +1032,218 @@ def fit_vb_classification(
         pruned=pruned,
         xi=state[2],
     )
+
+
+# -- classification that adds basis functions one at a time ----------------------
+
+
+def _squared_design_times(basis, v):
+    """``sum_m phi_nm^2 v_m`` for every row ``n``, without holding the ``N x M`` design.
+
+    Dense: one product. Low rank (``[1, L L^T]``): ``l_n^T (L^T diag(v) L) l_n``.
+    Otherwise kernel columns in blocks of at most ``PREFETCH``.
+    """
+    if isinstance(basis, DenseBasis):
+        return (basis.Phi**2) @ v
+    if isinstance(basis, LowRankKernelBasis):
+        off = int(basis.bias)
+        W = basis.L.T @ (v[off:, None] * basis.L)
+        out = np.einsum("ij,ij->i", basis.L @ W, basis.L)
+        return out + (v[0] if off else 0.0)
+    out = np.zeros(basis.n_samples)
+    nz = np.flatnonzero(v)
+    for start in range(0, nz.size, PREFETCH):
+        idx = nz[start : start + PREFETCH]
+        out += basis.columns(idx) ** 2 @ v[idx]
+    return out
+
+
+class _FastVBC(_FastVB):
+    """State of the sequential variational RVC (Jaakkola-Jordan bound).
+
+    Given ``xi``, the bound is quadratic in ``w`` with curvature
+    ``Phi^T H Phi``, ``H = diag(2 lambda(xi_n))``, and linear term
+    ``Phi^T (t - 1/2)`` (Bishop & Tipping 2000, eqs. 54-55), so ``s, q`` and
+    the two one-basis problems are those of the regression with ``<beta>
+    phi^T phi`` replaced by ``phi^T H phi``. ``GA`` caches ``Phi^T H phi_j``
+    and is rebuilt (one pass over the basis) whenever ``xi`` changes.
+    """
+
+    beta_shape = beta_rate = None
+
+    def __init__(self, basis, t, a, b):
+        self.basis, self.t = basis, t
+        self.N, self.M = len(t), basis.n_basis
+        self.a, self.b = a, b
+        self.r = t - 0.5  # (2t - 1) / 2
+        self.norms2, self.proj = basis.norms2_and_project(self.r)
+        self.active = []
+        self.cols = np.empty((self.N, 0))
+        self.GU = np.empty((self.M, 0))  # unweighted Phi^T Phi[:, active], for the alignment test
+        self.x = np.ones(self.M)
+        self.set_xi(np.zeros(self.N))
+        self.refresh()
+
+    def set_xi(self, xi):
+        self.xi = xi
+        self.lam = _jj_lambda(xi)
+        h = 2.0 * self.lam
+        self.S = self.basis.weighted_norms2(h)
+        if self.active:
+            self.GA = self.basis.cross(h[:, None] * self.cols)
+        else:
+            self.GA = np.empty((self.M, 0))
+
+    def refresh(self):
+        """Recompute ``Q(w)``, the pruned factors, ``s, q`` and the bound (eqs. 54-55, 59-64)."""
+        a, b = self.a, self.b
+        act = np.asarray(self.active, dtype=int)
+        S = self.S
+        out = np.ones(self.M, dtype=bool)
+        out[act] = False
+        self.x[out] = _argmax_f_out(S[out], a, b)
+        var = 1.0 / (self.x + S)
+        mean = np.zeros(self.M)
+        if act.size:
+            GAA = self.GA[act]
+            L = cholesky_jittered(GAA + np.diag(self.x[act]), what="weight posterior precision")
+            Sigma = cho_covariance(L)
+            mu = Sigma @ self.proj[act]  # eq. (55)
+            B = solve_lower(L, self.GA.T)
+            Sm = S - np.einsum("km,km->m", B, B)
+            Qm = self.proj - self.GA @ mu
+            d = np.diag(Sigma)
+            Sm[act] = 1.0 / d - self.x[act]
+            Qm[act] = mu / d
+            mean[act] = mu
+            var[act] = d
+            quad = float(mu @ GAA @ mu + np.sum(GAA * Sigma))
+            linear = float(mu @ self.proj[act])
+            logdet = -cho_logdet(L)
+        else:
+            Sigma, Sm, Qm = np.zeros((0, 0)), S.copy(), self.proj.copy()
+            quad, linear, logdet = 0.0, 0.0, 0.0
+        self.s, self.q, self.Sigma, self.out = Sm, Qm, Sigma, out
+        quad += float(var[out] @ S[out])  # sum_n 2 lambda_n <f_n^2>
+        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))))
+        xi = self.xi
+        # Bishop & Tipping (2000) eq. (60); ln sigma(xi) = -log(1 + exp(-xi))
+        log_f = float(np.sum(-np.logaddexp(0.0, -xi) - 0.5 * xi + self.lam * xi**2))
+        log_f += linear - 0.5 * quad
+        shape, rate = self.q_alpha()
+        self.bound = log_f + _weight_terms(self.qw, shape, rate, a, b)
+
+    def add(self, j, x, candidates=()):
+        col = self.basis.columns([j])
+        both = self.basis.cross(np.column_stack([2.0 * self.lam[:, None] * col, col]))
+        self.G = {j: both[:, 0]}
+        self.GU = np.column_stack([self.GU, both[:, 1]])
+        self.cols = np.column_stack([self.cols, col])
+        super().add(j, x)
+
+    def _cross_active(self):
+        return self.GU
+
+    def ensure_cross(self, j, candidates=()):
+        """``Phi^T H phi_j`` is built in :meth:`add` (it changes with ``xi``)."""
+
+    def update_xi(self):
+        """``xi_n^2 = <(phi_n^T w)^2>`` (eq. 58), then ``Q(w)`` and the pruned factors."""
+        act = np.asarray(self.active, dtype=int)
+        mu = self.qw.mean[act]
+        f = self.cols @ mu
+        v = np.einsum("nj,nj->n", self.cols @ self.Sigma, self.cols) if act.size else 0.0
+        e = _squared_design_times(self.basis, np.where(self.out, self.qw.var, 0.0))
+        self.set_xi(np.sqrt(f**2 + v + e))
+        self.refresh()
+
+    def result(self, trace, n_iter, converged):
+        res = super().result(trace, n_iter, converged)
+        res.xi = self.xi.copy()
+        return res
+
+
+def fit_vb_classification(
+    basis, t, *, a=1e-6, b=1e-6, max_iter=5000, tol=1e-7, alignment_max=ALIGNMENT_MAX
+):
+    """Variational relevance vector classification by sequential addition of basis functions.
+
+    The classifier of Bishop & Tipping (2000, Sec. 4: Jaakkola-Jordan bound)
+    fitted as :func:`fit_vb_regression` fits the regression: ``Q(w)`` a full
+    Gaussian on an active set grown one basis function at a time (the add
+    and re-estimate steps of the module Notes, with ``phi^T H phi``,
+    ``H = diag(2 lambda(xi))``, in place of ``<beta> phi^T phi``) and
+    ``N(0, v_m)`` on the others; ``xi`` is re-estimated (eq. 58) after every
+    action. The bound never decreases.
+
+    Parameters
+    ----------
+    basis : ndarray of shape (N, M), DenseBasis or KernelBasis
+        Candidate basis functions (columns).
+    t : ndarray of shape (N,)
+        Binary targets in ``{0, 1}``.
+    a, b : float
+        Shape and rate of the Gamma hyperprior on every weight precision.
+    max_iter : int
+        Maximum number of iterations; reaching it emits a ``ConvergenceWarning``.
+    tol : float
+        Stop when no action raises the bound by more than ``tol * max(1, |L|)``.
+    alignment_max : float
+        As for :func:`fit_vb_regression`.
+
+    Returns
+    -------
+    VBResult
+        With ``xi`` set; ``beta_shape`` and ``beta_rate`` are ``None``.
+
+    Notes
+    -----
+    Initialisation: ``xi_n = 0`` (``lambda = 1/8``) and no active basis
+    function. Each ``xi`` update costs a few passes over a lazy basis (the
+    weighted norms, the products ``Phi^T H phi_j`` of the active ``j`` and
+    the pruned weights' share of ``<(phi_n^T w)^2>``). Predictive
+    probabilities can be approximated by ``sigma(Phi @ mean)`` (eq. 65).
+    """
+    _check_priors(a=a, b=b)
+    if max_iter < 1:
+        raise ValueError(f"max_iter must be at least 1; got {max_iter}.")
+    if not (tol >= 0):
+        raise ValueError(f"tol must be non-negative; got {tol!r}.")
+    basis, t = _as_basis(basis, t)
+    if not np.all((t == 0) | (t == 1)):
+        raise ValueError("Targets must be 0 or 1.")
+    st = _FastVBC(basis, t, a, b)
+    st.alignment_max = float(alignment_max)
+    trace = []
+    converged = False
+    for _ in range(max_iter):
+        gtol = tol * max(1.0, abs(st.bound))
+        gain, new_x = st.gains()
+        j = int(np.argmax(gain))
+        acted = bool(gain[j] > gtol)
+        if acted:
+            if st.out[j]:
+                st.add(j, new_x[j])
+            else:
+                st.reestimate(j, new_x[j])
+        # xi after every action: re-estimating it only when no action is left
+        # admits more basis functions and needs more iterations (blobs,
+        # N = 1 000: 41-45 instead of 10-12 basis functions, 3-5 times slower)
+        before = st.bound
+        st.update_xi()
+        xi_gain = st.bound - before
+        trace.append(st.bound)
+        if not acted and xi_gain <= gtol:
+            converged = True
+            break
+    if not converged:
+        warnings.warn(
+            f"The variational RVM did not converge in {max_iter} iterations; "
+            "increase max_iter or tol.",
+            ConvergenceWarning,
+            stacklevel=2,
+        )
+    return st.result(trace, len(trace), converged)
 
 
 # -- the shared loop ----------------------------------------------------------------

@@ -27,7 +27,9 @@ from rvm_ppl.variational import (
     _update_q_w,
     _update_xi,
     fit_vb_classification,
+    fit_vb_classification_full,
     fit_vb_regression,
+    fit_vb_regression_full,
 )
 
 # Relevance threshold: a basis function counts as a "kernel kept" when
@@ -87,11 +89,12 @@ def _assert_monotone(trace):
 # -- the bound never decreases ----------------------------------------------------------
 
 
+@pytest.mark.parametrize("fit", [fit_vb_regression, fit_vb_regression_full])
 @pytest.mark.parametrize(
     "problem",
     ["sinc-0", "sinc-1", "linear-0", "linear-1", "linear-wide"],
 )
-def test_regression_bound_never_decreases(problem):
+def test_regression_bound_never_decreases(problem, fit):
     kind, seed = problem.split("-")
     if kind == "sinc":
         x, t = _sinc_data(int(seed))
@@ -100,24 +103,25 @@ def test_regression_bound_never_decreases(problem):
         Phi, t = _linear_data(7, n=15, m=30)
     else:
         Phi, t = _linear_data(int(seed))
-    res = fit_vb_regression(Phi, t)
+    res = fit(Phi, t)
     assert res.converged
-    assert res.n_iter == len(res.bound_trace) > 10
+    assert res.n_iter == len(res.bound_trace) > 3
     _assert_monotone(res.bound_trace)
     assert res.bound_trace[-1] > res.bound_trace[0]
 
 
+@pytest.mark.parametrize("fit", [fit_vb_classification, fit_vb_classification_full])
 @pytest.mark.parametrize("seed", [0, 1])
-def test_classification_bound_never_decreases(seed):
+def test_classification_bound_never_decreases(seed, fit):
     Phi, y, _, _ = _blob_problem(seed, n=60)
-    res = fit_vb_classification(Phi, y)
+    res = fit(Phi, y)
     assert res.converged
     _assert_monotone(res.bound_trace)
     # a linear design, too
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((80, 4))
     t = (rng.random(80) < expit(X @ [2.0, -1.0, 0.0, 0.0])).astype(float)
-    res = fit_vb_classification(X, t)
+    res = fit(X, t)
     assert res.converged
     _assert_monotone(res.bound_trace)
 
@@ -351,7 +355,8 @@ def test_classification_bound_matches_monte_carlo():
 # -- the sinc experiment (Bishop & Tipping 2000, Table 1) --------------------------------
 
 
-def test_sinc_matches_the_paper():
+@pytest.mark.parametrize("fit", [fit_vb_regression, fit_vb_regression_full])
+def test_sinc_matches_the_paper(fit):
     x_test = np.linspace(-10.0, 10.0, 1000)
     f_test = np.sinc(x_test / np.pi)
     rms, kept, noise, iters, secs = [], [], [], [], []
@@ -359,7 +364,7 @@ def test_sinc_matches_the_paper():
         x, t = _sinc_data(seed)
         Phi = _rbf_design(x, x)
         start = time.perf_counter()
-        res = fit_vb_regression(Phi, t)
+        res = fit(Phi, t)
         secs.append(time.perf_counter() - start)
         assert res.converged
         rms.append(np.sqrt(np.mean((_rbf_design(x_test, x) @ res.mean - f_test) ** 2)))
@@ -367,7 +372,8 @@ def test_sinc_matches_the_paper():
         noise.append(np.sqrt(res.beta_rate / res.beta_shape))  # 1 / sqrt(E[beta])
         iters.append(res.n_iter)
         print(
-            f"\nsinc seed {seed}: RMS {rms[-1]:.4f}, kernels (E[alpha] < 100) {kept[-1]}, "
+            f"\n{fit.__name__}, sinc seed {seed}: RMS {rms[-1]:.4f}, "
+            f"kernels (E[alpha] < 100) {kept[-1]}, "
             f"noise sd 1/sqrt(E[beta]) {noise[-1]:.4f}, {iters[-1]} iterations, "
             f"{secs[-1]:.2f} s"
         )
@@ -382,12 +388,13 @@ def test_sinc_matches_the_paper():
     assert 3 <= np.mean(kept) <= 12
 
 
+@pytest.mark.parametrize("fit", [fit_vb_regression, fit_vb_regression_full])
 @pytest.mark.parametrize("seed", [0, 3])
-def test_tiny_hyperpriors_agree_with_type_ii_ml(seed):
+def test_tiny_hyperpriors_agree_with_type_ii_ml(seed, fit):
     x, t = _sinc_data(seed)
     Phi = _rbf_design(x, x)
     Phi_test = _rbf_design(np.linspace(-10.0, 10.0, 1000), x)
-    vb = fit_vb_regression(Phi, t, a=1e-10, b=1e-10, c=1e-10, d=1e-10)
+    vb = fit(Phi, t, a=1e-10, b=1e-10, c=1e-10, d=1e-10)
     ev = fit_evidence_regression(Phi, t)
     diff = Phi_test @ vb.mean - Phi_test[:, ev.active] @ ev.mu
     rms = np.sqrt(np.mean(diff**2))
@@ -399,9 +406,10 @@ def test_tiny_hyperpriors_agree_with_type_ii_ml(seed):
 # -- classification -----------------------------------------------------------------
 
 
-def test_classification_blobs():
+@pytest.mark.parametrize("fit", [fit_vb_classification, fit_vb_classification_full])
+def test_classification_blobs(fit):
     Phi, y, Phi_test, y_test = _blob_problem(0)
-    res = fit_vb_classification(Phi, y)
+    res = fit(Phi, y)
     assert res.converged and res.beta_shape is None and res.beta_rate is None
     assert res.xi.shape == y.shape
     _assert_monotone(res.bound_trace)
@@ -471,12 +479,20 @@ def test_classification_single_basis_brute_force():
 
 
 def test_invalid_inputs_raise():
-    with pytest.raises(ValueError, match="0 or 1"):
-        fit_vb_classification(np.ones((3, 1)), np.array([0.0, 1.0, 2.0]))
-    with pytest.raises(ValueError, match="shapes"):
-        fit_vb_regression(np.ones((3, 2)), np.ones(4))
-    with pytest.raises(ValueError, match="finite"):
-        fit_vb_regression(np.ones((2, 1)), np.array([1.0, np.nan]))
+    for fit in (fit_vb_classification, fit_vb_classification_full):
+        with pytest.raises(ValueError, match="0 or 1"):
+            fit(np.ones((3, 1)), np.array([0.0, 1.0, 2.0]))
+    for fit in (fit_vb_regression, fit_vb_regression_full):
+        with pytest.raises(ValueError, match="shapes"):
+            fit(np.ones((3, 2)), np.ones(4))
+        with pytest.raises(ValueError, match="finite"):
+            fit(np.ones((2, 1)), np.array([1.0, np.nan]))
+    with pytest.raises(ValueError, match="b must be positive"):
+        fit_vb_regression(np.ones((3, 2)), np.ones(3), b=0.0)
+    with pytest.raises(ValueError, match="max_iter"):
+        fit_vb_regression(np.ones((3, 2)), np.ones(3), max_iter=0)
+    with pytest.raises(TypeError, match="protocol"):
+        fit_vb_regression(object(), np.ones(3))
 
 
 # -- pruning, convergence, determinism --------------------------------------------------
@@ -502,12 +518,14 @@ def _decoupled_problem():
 def test_pruning_keeps_all_basis_functions_and_the_bound():
     Phi, t = _decoupled_problem()
     kw = {"b": 1e-300, "tol": 1e-9}
-    ref = fit_vb_regression(Phi, t, prune_alpha=np.inf, **kw)
-    res = fit_vb_regression(Phi, t, prune_alpha=1e8, **kw)
+    ref = fit_vb_regression_full(Phi, t, prune_alpha=np.inf, **kw)
+    res = fit_vb_regression_full(Phi, t, prune_alpha=1e8, **kw)
     np.testing.assert_array_equal(res.pruned, [False, False, False, True])
-    assert res.mean.shape == (4,) and res.cov.shape == (4, 4)
-    assert res.alpha_shape.shape == res.alpha_rate.shape == (4,)
-    assert res.mean[3] == 0.0 and not res.cov[3].any() and not res.cov[:, 3].any()
+    np.testing.assert_array_equal(res.active, [0, 1, 2])
+    assert res.mean.shape == (4,) and res.cov.shape == (3, 3)
+    assert res.alpha_shape.shape == res.alpha_rate.shape == res.weight_var.shape == (4,)
+    assert res.mean[3] == 0.0
+    np.testing.assert_allclose(res.cov, ref.cov[:3, :3], rtol=1e-8)
     assert res.alpha_mean[3] > 1e8
     _assert_monotone(res.bound_trace)
     # the restriction is exact here, so the run is the unpruned run
@@ -522,10 +540,10 @@ def test_everything_pruned():
     Q, _ = np.linalg.qr(rng.standard_normal((20, 3)))
     t = rng.standard_normal(20)
     t -= Q @ (Q.T @ t)  # orthogonal to every (mutually orthogonal) column
-    res = fit_vb_regression(1e3 * Q[:, :2], t, b=1e-300, prune_alpha=1e8, tol=1e-9)
-    assert res.pruned.all()
+    res = fit_vb_regression_full(1e3 * Q[:, :2], t, b=1e-300, prune_alpha=1e8, tol=1e-9)
+    assert res.pruned.all() and res.active.size == 0
     np.testing.assert_array_equal(res.mean, 0.0)
-    np.testing.assert_array_equal(res.cov, np.zeros((2, 2)))
+    assert res.cov.shape == (0, 0)
     _assert_monotone(res.bound_trace)
     # the noise then explains everything: E[1/beta] ~ ||t||^2 / N
     assert res.beta_rate / res.beta_shape == pytest.approx(t @ t / 20, rel=0.05)
@@ -534,8 +552,8 @@ def test_everything_pruned():
 def test_pruning_that_would_lower_the_bound_is_refused():
     x, t = _sinc_data(0)
     Phi = _rbf_design(x, x)
-    ref = fit_vb_regression(Phi, t)
-    res = fit_vb_regression(Phi, t, prune_alpha=1e3)
+    ref = fit_vb_regression_full(Phi, t)
+    res = fit_vb_regression_full(Phi, t, prune_alpha=1e3)
     assert (ref.alpha_mean > 1e3).any()  # candidates existed
     _assert_monotone(res.bound_trace)
     np.testing.assert_allclose(res.bound_trace, ref.bound_trace[: len(res.bound_trace)])
@@ -547,18 +565,22 @@ def test_max_iter_warns():
     with pytest.warns(ConvergenceWarning):
         res = fit_vb_regression(_rbf_design(x, x), t, max_iter=3)
     assert not res.converged and res.n_iter == 3 and len(res.bound_trace) == 3
-    Phi, y, _, _ = _blob_problem(0, n=30)
     with pytest.warns(ConvergenceWarning):
-        res = fit_vb_classification(Phi, y, max_iter=2)
-    assert not res.converged and res.n_iter == 2
+        res = fit_vb_regression_full(_rbf_design(x, x), t, max_iter=3)
+    assert not res.converged and res.n_iter == 3 and len(res.bound_trace) == 3
+    Phi, y, _, _ = _blob_problem(0, n=30)
+    for fit in (fit_vb_classification, fit_vb_classification_full):
+        with pytest.warns(ConvergenceWarning):
+            res = fit(Phi, y, max_iter=2)
+        assert not res.converged and res.n_iter == 2
 
 
 def test_deterministic_and_result_fields():
     Phi, t = _linear_data(0)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        r1 = fit_vb_regression(Phi, t)
-        r2 = fit_vb_regression(Phi, t)
+        r1 = fit_vb_regression_full(Phi, t)
+        r2 = fit_vb_regression_full(Phi, t)
     assert isinstance(r1, VBResult)
     np.testing.assert_array_equal(r1.bound_trace, r2.bound_trace)
     np.testing.assert_array_equal(r1.mean, r2.mean)
@@ -566,7 +588,9 @@ def test_deterministic_and_result_fields():
     np.testing.assert_allclose(r1.alpha_shape, 1e-6 + 0.5)
     assert r1.beta_shape == pytest.approx(1e-6 + len(t) / 2)
     assert r1.xi is None and not r1.pruned.any()
+    np.testing.assert_array_equal(r1.active, np.arange(Phi.shape[1]))
     np.testing.assert_allclose(r1.cov, r1.cov.T)
+    np.testing.assert_allclose(r1.weight_var, np.diag(r1.cov))
     # the true weights [2, -1, 0.5, 0, ...] are recovered; the zero ones are shrunk
     np.testing.assert_allclose(r1.mean[:3], [2.0, -1.0, 0.5], atol=0.15)
     assert np.all(np.abs(r1.mean[3:]) < 0.05)
