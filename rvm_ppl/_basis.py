@@ -58,6 +58,10 @@ class DenseBasis:
         """Return ``Phi^T V`` for ``V`` of shape (N, k)."""
         return self.Phi.T @ V
 
+    def gram(self, idx):
+        """Return ``Phi^T Phi[:, idx]``, shape (M, len(idx))."""
+        return self.Phi.T @ self.Phi[:, idx]
+
 
 class KernelBasis:
     """``Phi = [1, k(X, X)]`` evaluated lazily, in blocks of centres.
@@ -109,6 +113,8 @@ class KernelBasis:
     def columns(self, idx):
         """Return ``Phi[:, idx]``."""
         idx = np.asarray(idx, dtype=int)
+        if not np.any(idx < self.bias):
+            return self._kernel_columns(idx - self.bias)
         out = np.empty((self.n_samples, idx.size))
         is_bias = idx < self.bias
         out[:, is_bias] = 1.0
@@ -136,6 +142,7 @@ class LowRankKernelBasis(KernelBasis):
         self.L = L
         self.rank = L.shape[1]
         self._W = L.T @ L
+        self._u = None  # L^T 1, on first use
 
     def norms2_and_project(self, t):
         """Return ``(||phi_m||^2 for all m, Phi^T t)``; ``||K e_m||^2 = l_m^T (L^T L) l_m``."""
@@ -155,6 +162,28 @@ class LowRankKernelBasis(KernelBasis):
     def _kernel_columns(self, centres):
         """Columns ``L L[centres]^T`` of the factored kernel matrix."""
         return self.L @ self.L[centres].T
+
+    def gram(self, idx):
+        """Return ``Phi^T Phi[:, idx]`` in ``O(N r)`` per column.
+
+        With ``K = L L^T``: ``K^T K e_c = L (L^T L) l_c`` and
+        ``1^T K e_c = (L^T 1)^T l_c``; the bias column gives
+        ``Phi^T 1 = [N; L (L^T 1)]``.
+        """
+        idx = np.asarray(idx, dtype=int)
+        if self._u is None:
+            self._u = self.L.sum(axis=0)
+        is_bias = idx < self.bias
+        lc = self.L[np.where(is_bias, 0, idx - self.bias)]  # (k, r)
+        V = self._W @ lc.T  # (r, k)
+        V[:, is_bias] = self._u[:, None]
+        if not self.bias:
+            return self.L @ V
+        out = np.empty((self.n_basis, idx.size))
+        np.matmul(self.L, V, out=out[1:])
+        out[0] = lc @ self._u
+        out[0, is_bias] = float(self.n_samples)
+        return out
 
     def cross(self, V):
         """Return ``Phi^T V = [1^T V; L (L^T V)]``."""
@@ -187,18 +216,28 @@ def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
     dmax = d.max() if N else 0.0
     if not np.isfinite(dmax) or dmax <= 0:
         return None
-    L = np.zeros((N, min(max_rank, N)))
-    for j in range(L.shape[1] + 1):
+    cap = min(max_rank, N)
+    # Column-major and grown on demand: a column of L is one contiguous
+    # stretch of memory, and N x max_rank is never allocated up front.
+    L = np.empty((N, min(cap, 64)), order="F")
+    for j in range(cap + 1):
         p = int(np.argmax(d))
         if d[p] <= tol * dmax:
-            return L[:, :j].copy()
-        if j == L.shape[1]:
+            return np.ascontiguousarray(L[:, :j])
+        if j == cap:
             return None
-        col = kernel(X, X[p : p + 1])[:, 0] - L[:, :j] @ L[p, :j]
+        if j == L.shape[1]:
+            grown = np.empty((N, min(cap, 2 * j)), order="F")
+            grown[:, :j] = L[:, :j]
+            L = grown
+        col = kernel(X, X[p : p + 1])[:, 0]
+        if j:
+            col -= L[:, :j] @ L[p, :j]
         if not np.isfinite(col).all() or col[p] <= 0:
             return None
-        L[:, j] = col / np.sqrt(col[p])
-        d -= L[:, j] ** 2
+        col /= np.sqrt(col[p])
+        L[:, j] = col
+        d -= col * col
         d[p] = 0.0
         if d.min() < -1e-8 * dmax:  # not positive semi-definite
             return None
