@@ -34,6 +34,7 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.linalg import lapack
 from sklearn.exceptions import ConvergenceWarning
 
 from ._basis import DenseBasis, KernelBasis
@@ -639,6 +640,8 @@ class _Model:
         self.proj = proj / scale  # Phi~^T t
         self.beta = beta
         self.active = []  # basis indices, in the order added
+        self.act_idx = np.empty(0, dtype=int)  # the same as an array
+        self.in_model = np.zeros(basis.n_basis, dtype=bool)
         self.alpha = np.empty(0)
         self._cols = _Columns(self.N)  # Phi~[:, active]
         self.G = {}  # j -> Phi~^T phi~_j, shape (M,)
@@ -687,20 +690,23 @@ class _Model:
         """
         if not self.active:
             return 0.0
-        idx = np.asarray(idx, dtype=int)
         beta = self.beta
-        GA = self.GA[self.active]
-        H = beta * GA + np.diag(self.alpha)
-        L = cholesky_jittered(H, what="posterior precision of the weights")
-        mu = beta * cho_solve(L, self.proj[self.active])
+        L = _chol(self.precision(beta))
+        mu = beta * _cho_solve(L, self.proj[self.act_idx])
         Gi = self.GA[idx]
-        B = solve_lower(L, Gi.T)
-        S = beta - beta**2 * np.einsum("ij,ij->j", B, B)
+        B = solve_lower_t_right(L, Gi)  # rows L^{-1} Phi_A^T phi_m
+        S = beta - beta**2 * np.einsum("ij,ij->i", B, B)
         Q = beta * (self.proj[idx] - Gi @ mu)
         aS = np.maximum(np.abs(S), np.finfo(float).tiny)
         dS = np.abs(self.S[idx] - S) / aS
         dQ = np.abs(self.Q[idx] - Q) / np.maximum(np.abs(Q), np.sqrt(aS))
         return float(max(dS.max(), dQ.max()))
+
+    def precision(self, beta):
+        """``beta Phi_A^T Phi_A + A`` on unit-norm columns (Tipping 2001, eq. 12)."""
+        H = beta * self.GA[self.act_idx]
+        H.flat[:: H.shape[0] + 1] += self.alpha
+        return H
 
     # -- full statistics ---------------------------------------------------
     def full_statistics(self, beta=None, *, factors=True):
@@ -713,10 +719,9 @@ class _Model:
         beta = self.beta if beta is None else beta
         M = len(self.active)
         if M:
-            H = beta * self.GA[self.active] + np.diag(self.alpha)  # Tipping (2001) eq. (12)
-            L = cholesky_jittered(H, what="posterior precision of the weights")
-            Sigma = cho_covariance(L)
-            mu = beta * Sigma @ self.proj[self.active]  # eq. (13)
+            L = _chol(self.precision(beta))  # Tipping (2001) eq. (12)
+            Sigma = _cho_covariance(L)
+            mu = beta * Sigma @ self.proj[self.act_idx]  # eq. (13)
             resid = self.t - self.cols @ mu
             if factors:
                 B = solve_lower_t_right(L, self.GA)  # rows L^{-1} Phi_A^T phi_m
@@ -793,8 +798,8 @@ class _Model:
         ``alpha_m`` is small next to ``beta ||phi_m||^2``.
         """
         if self.active:
-            a = np.asarray(self.active)
-            d = np.diag(self.Sigma)
+            a = self.act_idx
+            d = self.Sigma.diagonal()
             self.S[a] = self.alpha - self.alpha**2 * d
             self.Q[a] = self.alpha * self.mu
 
@@ -811,6 +816,9 @@ class _Model:
         for j in active:
             self.ensure_cross(j)
         self.active = active
+        self.act_idx = np.asarray(active, dtype=int)
+        self.in_model[:] = False
+        self.in_model[self.act_idx] = True
         self.alpha = np.asarray(alpha, dtype=float) / self.scale[active] ** 2
         if active:
             self.cols = self.basis.columns(active) / self.scale[active]
@@ -851,7 +859,9 @@ class _Model:
         self.alpha = self.alpha[keep]
         self._cols.delete(pos)
         self._GA.delete(pos)
+        self.in_model[self.active[pos]] = False
         del self.active[pos]
+        self.act_idx = np.asarray(self.active, dtype=int)
         self.pin_active()
 
     def add(self, i, new_alpha):
@@ -859,7 +869,7 @@ class _Model:
         Sii = 1.0 / (new_alpha + self.S[i])
         mu_i = Sii * self.Q[i]
         if self.active:
-            v = self.beta * (self.Sigma @ Gi[self.active])
+            v = self.beta * (self.Sigma @ Gi[self.act_idx])
             e = self.beta * (Gi - self.GA @ v)
             off = -Sii * v
             self.Sigma = np.block([[self.Sigma + Sii * np.outer(v, v), off[:, None]], [off[None, :], Sii]])
@@ -874,8 +884,34 @@ class _Model:
         self._cols.append(self.basis.columns([i])[:, 0] / self.scale[i])
         self._GA.append(Gi)
         self.active.append(i)
+        self.act_idx = np.asarray(self.active, dtype=int)
+        self.in_model[i] = True
         self.pin_active()
 
+
+
+def _chol(H):
+    """Lower Cholesky factor by LAPACK, with :func:`cholesky_jittered` when that fails.
+
+    The direct call skips scipy's argument checking, which costs more than
+    the factorisation of the small matrices met in every iteration.
+    """
+    c, info = lapack.dpotrf(H, lower=1, clean=1)
+    if info == 0 and np.isfinite(c[-1, -1]):  # a NaN anywhere in H reaches c[-1, -1]
+        return c
+    return cholesky_jittered(H, what="posterior precision of the weights")
+
+
+def _cho_solve(L, b):
+    """Solve ``(L L^T) x = b`` (LAPACK ``potrs``)."""
+    x, _ = lapack.dpotrs(L, b, lower=1)
+    return x
+
+
+def _cho_covariance(L):
+    """``(L L^T)^{-1} = L^{-T} L^{-1}`` (LAPACK ``trtri``), the posterior covariance itself."""
+    Linv, _ = lapack.dtrtri(L, lower=1)
+    return Linv.T @ Linv
 
 
 def _gram(basis, idx):
@@ -897,7 +933,7 @@ def _block_aligned(model, j, blocker):
     """
     g = model.G[j]
     new = np.flatnonzero(g > ALIGNMENT_MAX)
-    new = new[(blocker[new] < 0) & ~np.isin(new, model.active)]
+    new = new[(blocker[new] < 0) & ~model.in_model[new]]
     blocker[new] = j
     return new.size
 
@@ -1052,7 +1088,7 @@ def fit_evidence_regression(
                 blocked=blocker >= 0, tol=tol,
             )
         else:
-            d = choose_action(model.S, model.Q, model.active, model.alpha, blocked=blocker >= 0, tol=tol)
+            d = choose_action(model.S, model.Q, model.act_idx, model.alpha, blocked=blocker >= 0, tol=tol)
         action, best, gain, terminate = d.action, d.index, d.gain, d.terminate
 
         if fixed_beta:
@@ -1097,7 +1133,7 @@ def fit_evidence_regression(
             # on the model, the best candidates to add and a random sample,
             # and recompute everything when they have drifted.
             idx = np.concatenate([
-                model.active, d.add_order[:DRIFT_SAMPLE], rng.integers(0, M, DRIFT_SAMPLE)
+                model.act_idx, d.add_order[:DRIFT_SAMPLE], rng.integers(0, M, DRIFT_SAMPLE)
             ])
             if model.drift(idx) > DRIFT_TOL:
                 model.load(model.full_statistics())
@@ -1167,6 +1203,7 @@ def fit_evidence_full(
 
     def evaluate():
         model.active, model.alpha = list(keep), alpha[keep]
+        model.act_idx = keep
         model.cols, model.GA = basis.Phi[:, keep], PtP[:, keep]
         model.load(model.full_statistics())
 
