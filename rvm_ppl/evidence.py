@@ -30,6 +30,8 @@ no finite ``alpha`` makes its term of the objective positive.
 
 from __future__ import annotations
 
+import logging
+import time
 import warnings
 from dataclasses import dataclass, field
 
@@ -69,6 +71,8 @@ DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plu
 # and the best candidates to add)
 
 ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -950,6 +954,34 @@ def _unblock(model, j, blocker):
         blocker[freed[hit]] = np.asarray(model.active)[k[hit]]
 
 
+class _Progress:
+    """Throttled progress messages through ``logging`` (see ``progress`` of the fitters)."""
+
+    def __init__(self, progress):
+        if isinstance(progress, bool) or progress is None:
+            self.every = 2.0 if progress else None
+        else:
+            self.every = float(progress)
+            if not np.isfinite(self.every) or self.every < 0:
+                raise ValueError(f"progress must be a bool or a non-negative number of seconds; got {progress!r}.")
+        self.start = self.last = time.perf_counter()
+        self.logged = False
+
+    def __call__(self, it, model, *, final=False):
+        if self.every is None:
+            return
+        now = time.perf_counter()
+        if final and not self.logged:
+            return
+        if final or now - self.last >= self.every:
+            self.last, self.logged = now, True
+            logger.info(
+                "%s %d: %d basis functions, log evidence %.6g, %.1f s",
+                "done after iteration" if final else "iteration", it, len(model.active), model.logml,
+                now - self.start,
+            )
+
+
 def warn_not_converged(max_iter):
     """Warn that the evidence maximisation hit its iteration cap."""
     warnings.warn(
@@ -975,6 +1007,8 @@ def fit_evidence_regression(
     warm_start=None,
     warn=True,
     callback=None,
+    refresh="drift",
+    progress=False,
 ):
     """Maximise the log evidence of a Gaussian RVM by the fast sequential algorithm.
 
@@ -1025,11 +1059,31 @@ def fit_evidence_regression(
         Emit the ``ConvergenceWarning`` when ``max_iter`` is reached.
     callback : callable, optional
         Called as ``callback(iteration, action, index, log_evidence)``.
+    refresh : "drift" or int
+        When to recompute ``Sigma, mu, S, Q`` from scratch instead of
+        trusting the rank-one updates (Tipping & Faul 2003, App. A).
+        ``"drift"`` (default): after every update, compare the updated
+        ``S, Q`` with exact values on the model, the best candidates to add
+        and ``DRIFT_SAMPLE`` random candidates (``O(k^3 + k^2 n)`` for
+        ``k`` basis functions in the model), and recompute when the largest
+        relative error exceeds ``DRIFT_TOL``. An integer ``n``: recompute
+        every ``n`` iterations (``1`` recomputes after every update).
+        ``counts["refresh"]`` reports how many recomputations ran outside
+        the noise updates.
+    progress : bool or float
+        Log the iteration, model size and log evidence through the
+        ``logging`` module (logger ``"rvm_ppl.evidence"``, level INFO) at
+        most every ``progress`` seconds (``True``: every 2 s), and once at
+        the end if any message was logged.
 
     Returns
     -------
     EvidenceResult
     """
+    if not (refresh == "drift" or (isinstance(refresh, (int, np.integer)) and not isinstance(refresh, bool)
+                                   and refresh >= 1)):
+        raise ValueError(f"refresh must be 'drift' or a positive integer; got {refresh!r}.")
+    report = _Progress(progress)
     priors = resolve_evidence_priors(priors)
     alpha_prior = priors is not None and (priors["a"] > 0 or priors["b"] > 0)
     c_d = (0.0, 0.0) if priors is None else (priors["c"], priors["d"])
@@ -1128,6 +1182,10 @@ def fit_evidence_regression(
         if update_noise:
             noise_moved = _update_noise(model, beta_max, *c_d)
             counts["noise"] += noise_moved
+        elif not terminate and model.active and refresh != "drift":
+            if it % refresh == 0:
+                model.load(model.full_statistics())
+                counts["refresh"] += 1
         elif not terminate and model.active:
             # Keep the rank-one updates honest: compare them with exact values
             # on the model, the best candidates to add and a random sample,
@@ -1144,6 +1202,7 @@ def fit_evidence_regression(
             objective_trace.append(model.logml + model.penalty(priors))
             if callback is not None:
                 callback(it, action if not terminate else "noise", best, model.logml)
+        report(it, model)
         if terminate and not noise_moved:
             converged = True
             break
@@ -1152,6 +1211,7 @@ def fit_evidence_regression(
             warn_not_converged(max_iter)
 
     model.load(model.full_statistics())
+    report(it, model, final=True)
     return model.result(
         trace, it, converged, aligned=np.flatnonzero(blocker >= 0), counts=counts, priors=priors,
         objective_trace=objective_trace,
