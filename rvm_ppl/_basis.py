@@ -143,6 +143,7 @@ class LowRankKernelBasis(KernelBasis):
         self.rank = L.shape[1]
         self._W = L.T @ L
         self._u = None  # L^T 1, on first use
+        self._L2 = False  # factor of the squared kernel, on first use (None: unavailable)
 
     def norms2_and_project(self, t):
         """Return ``(||phi_m||^2 for all m, Phi^T t)``; ``||K e_m||^2 = l_m^T (L^T L) l_m``."""
@@ -154,10 +155,32 @@ class LowRankKernelBasis(KernelBasis):
         return norms2, proj
 
     def weighted_norms2(self, b):
-        """Return ``sum_n b_n phi_nm^2``: ``l_m^T (L^T B L) l_m`` for kernel columns."""
-        Wb = self.L.T @ (np.asarray(b)[:, None] * self.L)
-        out = _row_quadratic_forms(self.L, Wb)
+        """Return ``sum_n b_n phi_nm^2`` for every column ``m``.
+
+        For kernel columns this is ``(K o K) b``, the squared kernel
+        ``k(x, x')^2`` (positive semi-definite by the Schur product theorem)
+        applied to ``b``. When that kernel has a checked pivoted Cholesky
+        factor ``L2`` (:meth:`squared_factor`) this costs ``O(N r2)``;
+        otherwise ``l_m^T (L^T B L) l_m``, ``O(N r^2)``.
+        """
+        b = np.asarray(b, dtype=float)
+        L2 = self.squared_factor()
+        if L2 is not None:
+            out = L2 @ (L2.T @ b)
+        else:
+            Wb = self.L.T @ (b[:, None] * self.L)
+            out = _row_quadratic_forms(self.L, Wb)
         return np.concatenate([[float(np.sum(b))], out]) if self.bias else out
+
+    def squared_factor(self):
+        """Pivoted Cholesky factor of the squared kernel matrix ``K o K``, or ``None``.
+
+        Computed on first use and accepted under the rule of
+        :func:`kernel_basis` (eight exact columns reproduced).
+        """
+        if self._L2 is False:
+            self._L2 = _checked_factor(_SquaredKernel(self.kernel), self.X)
+        return self._L2
 
     def _kernel_columns(self, centres):
         """Columns ``L L[centres]^T`` of the factored kernel matrix."""
@@ -187,10 +210,13 @@ class LowRankKernelBasis(KernelBasis):
 
     def cross(self, V):
         """Return ``Phi^T V = [1^T V; L (L^T V)]``."""
-        body = self.L @ (self.L.T @ V)
-        if self.bias:
-            return np.vstack([V.sum(axis=0, keepdims=True), body])
-        return body
+        LV = self.L.T @ V
+        if not self.bias:
+            return self.L @ LV
+        out = np.empty((self.n_basis, V.shape[1]))
+        np.matmul(self.L, LV, out=out[1:])
+        out[0] = V.sum(axis=0)
+        return out
 
 
 def _row_quadratic_forms(L, W):
@@ -244,6 +270,39 @@ def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
     return None  # pragma: no cover
 
 
+class _SquaredKernel:
+    """``k(x, x')^2``: the kernel of ``K o K`` (positive semi-definite when ``k`` is)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, A, B):
+        K = self.kernel(A, B)
+        return K * K
+
+    def diag(self, X):
+        d = np.asarray(self.kernel.diag(X), dtype=float)
+        return d * d
+
+
+def _checked_factor(kernel, X, rng=None):
+    """:func:`pivoted_cholesky`, accepted only if it reproduces eight exact kernel columns.
+
+    The columns are chosen at random with a fixed seed; the tolerance is
+    ``100 * LOW_RANK_TOL`` of the largest diagonal entry among them.
+    """
+    L = pivoted_cholesky(kernel, X)
+    if L is None:
+        return None
+    rng = np.random.default_rng(0) if rng is None else rng
+    idx = rng.choice(X.shape[0], size=min(8, X.shape[0]), replace=False)
+    exact = kernel(X, X[idx])
+    scale = max(float(np.max(kernel.diag(X[idx]))), np.finfo(float).tiny)
+    if np.max(np.abs(exact - L @ L[idx].T)) <= 100 * LOW_RANK_TOL * scale:
+        return L
+    return None
+
+
 def kernel_basis(kernel, X, *, bias=True, rng=None):
     """A lazy basis for ``[1, k(X, X)]``: low-rank when that is exact, else blocks.
 
@@ -251,12 +310,7 @@ def kernel_basis(kernel, X, *, bias=True, rng=None):
     columns (chosen at random with a fixed seed) to ``100 * LOW_RANK_TOL``
     of the largest diagonal entry.
     """
-    L = pivoted_cholesky(kernel, X)
+    L = _checked_factor(kernel, X, rng)
     if L is not None:
-        rng = np.random.default_rng(0) if rng is None else rng
-        idx = rng.choice(X.shape[0], size=min(8, X.shape[0]), replace=False)
-        exact = kernel(X, X[idx])
-        scale = max(float(np.max(kernel.diag(X[idx]))), np.finfo(float).tiny)
-        if np.max(np.abs(exact - L @ L[idx].T)) <= 100 * LOW_RANK_TOL * scale:
-            return LowRankKernelBasis(kernel, X, L, bias=bias)
+        return LowRankKernelBasis(kernel, X, L, bias=bias)
     return KernelBasis(kernel, X, bias=bias)

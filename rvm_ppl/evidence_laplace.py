@@ -46,7 +46,14 @@ from scipy import linalg
 from scipy.special import expit
 
 from ._basis import DenseBasis
-from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
+from ._linalg import (
+    cho_covariance,
+    cho_logdet,
+    cho_solve,
+    cholesky_jittered,
+    solve_lower,
+    solve_lower_t_right,
+)
 from .evidence import (
     ADD,
     ALIGNMENT_MAX,
@@ -258,18 +265,19 @@ class _Laplace:
         k = cols.shape[1]
         y = expit(cols @ self.mu)
         b = y * (1 - y)  # Tipping (2001) eq. (25): B = diag(y_n (1 - y_n))
-        V = np.hstack([cols * b[:, None], cols, (t - y)[:, None]])
+        V = np.empty((cols.shape[0], k + 1), order="F")
+        np.multiply(cols, b[:, None], out=V[:, :k])
+        V[:, k] = t - y
         cross, wn2 = basis.cross(V), basis.weighted_norms2(b)
         cross /= scale[:, None]
         BG = cross[:, :k]  # Phi~^T B Phi~_A
-        self.cos = cross[:, k : 2 * k]  # Phi~^T Phi~_A (columns have unit norm)
-        Z = solve_lower(self.L, BG.T)
+        Z = solve_lower_t_right(self.L, BG).T if k else np.zeros((0, cross.shape[0]))
         # §2.2: S_m = sum_n b_n phi_nm^2 - ||(B phi_m)^T Phi_A U^{-1}||^2, the
         # regression S with heteroscedastic noise precisions b_n.
         self.S = wn2 / scale**2 - np.einsum("ij,ij->j", Z, Z)
         # Q_m = phi_m^T (t - y): at the mode this equals phi_m^T C^{-1} t_hat
         # with the IRLS targets t_hat = Phi mu + B^{-1} (t - y) (eq. 27).
-        self.Q = cross[:, 2 * k]
+        self.Q = cross[:, k]
         self.logml = _laplace_log_evidence(mode.log_likelihood, self.mu, alpha, self.L)
 
 
@@ -411,7 +419,8 @@ def fit_evidence_bernoulli(
         best = d.index
         mu = state.mu
         if d.action == ADD:
-            k = np.flatnonzero(state.cos[best] > ALIGNMENT_MAX) if alignment_test else []
+            new_col = basis.columns([best]) / scale[best]
+            k = np.flatnonzero(cols.T @ new_col[:, 0] > ALIGNMENT_MAX) if alignment_test else []
             if len(k):
                 blocked[best] = active[k[0]]
                 counts["aligned"] += 1
@@ -422,7 +431,7 @@ def fit_evidence_bernoulli(
             # where the sigmoid saturates.
             mu = np.append(mu, 0.0)
             alpha = np.append(alpha, d.new_alpha)
-            cols = np.hstack([cols, basis.columns([best]) / scale[best]])
+            cols = np.hstack([cols, new_col])
             active.append(best)
         elif d.action == REESTIMATE:
             alpha = alpha.copy()
