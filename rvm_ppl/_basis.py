@@ -226,7 +226,12 @@ def _row_quadratic_forms(L, W):
     ``einsum`` does the same sums without BLAS, about eight times more
     slowly (N = 5000, rank 300).
     """
-    return np.einsum("ij,ij->i", L @ W, L)
+    out = np.empty(L.shape[0])
+    step = max(1, _BLOCK_ENTRIES // max(L.shape[1], 1))  # no N x r temporary
+    for start in range(0, L.shape[0], step):
+        B = L[start : start + step]
+        out[start : start + step] = np.einsum("ij,ij->i", B @ W, B)
+    return out
 
 
 def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
@@ -249,11 +254,11 @@ def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
     for j in range(cap + 1):
         p = int(np.argmax(d))
         if d[p] <= tol * dmax:
-            return np.ascontiguousarray(L[:, :j])
+            return L[:, :j]  # column-major; the unused tail of the buffer is at most half of it
         if j == cap:
             return None
         if j == L.shape[1]:
-            grown = np.empty((N, min(cap, 2 * j)), order="F")
+            grown = np.empty((N, min(cap, j + j // 2)), order="F")
             grown[:, :j] = L[:, :j]
             L = grown
         col = kernel(X, X[p : p + 1])[:, 0]
