@@ -283,6 +283,7 @@ class _Laplace:
         self.Q = cross[:, k]
         self.logml = _laplace_log_evidence(mode.log_likelihood, self.mu, alpha, self.L)
         self.BG = np.array(BG, order="F")
+        self.b = b
         self.alpha = np.array(alpha, dtype=float)
         self._Sigma = None
 
@@ -311,6 +312,35 @@ class _Laplace:
         self.alpha = self.alpha.copy()
         self.alpha[pos] = new_alpha
         self._pin(active)
+
+    def frozen_add(self, basis, scale, active, i, col, new_alpha):
+        """Add basis ``i`` (unit-norm column ``col``) at ``new_alpha`` with ``B`` frozen.
+
+        Needs ``Phi~^T B phi~_i``, one cross product (``O(N r)`` on a
+        low-rank basis); then T&F (2003), App. A: ``Sigma_ii = 1 / (alpha_i
+        + S_i)``, ``mu_i = Sigma_ii Q_i``, ``v = Sigma Phi_A^T B phi_i``,
+        ``e_m = phi_m^T B phi_i - phi_m^T B Phi_A v``, ``S -= Sigma_ii e^2``,
+        ``Q -= mu_i e``.
+        """
+        bg = basis.cross((self.b * col)[:, None])[:, 0] / scale
+        Sigma = self.Sigma
+        Sii = 1.0 / (new_alpha + self.S[i])
+        mu_i = Sii * self.Q[i]
+        if len(active):
+            v = Sigma @ bg[np.asarray(active)]
+            e = bg - self.BG @ v
+            off = -Sii * v
+            self._Sigma = np.block([[Sigma + Sii * np.outer(v, v), off[:, None]], [off[None, :], Sii]])
+            self.mu = np.append(self.mu - mu_i * v, mu_i)
+        else:
+            e = bg
+            self._Sigma = np.array([[Sii]])
+            self.mu = np.array([mu_i])
+        self.S -= Sii * e**2
+        self.Q -= mu_i * e
+        self.alpha = np.append(self.alpha, new_alpha)
+        self.BG = np.column_stack([self.BG, bg])
+        self._pin([*active, i])
 
     def frozen_delete(self, active, pos):
         Sigma = self.Sigma
@@ -503,6 +533,16 @@ def fit_evidence_bernoulli(
                 blocked[best] = active[k[0]]
                 counts["aligned"] += 1
                 continue  # nothing changed: no new mode, no trace entry
+            if frozen_steps:
+                state.frozen_add(basis, scale, active, best, new_col[:, 0], d.new_alpha)
+                alpha = state.alpha
+                cols = np.hstack([cols, new_col])
+                active.append(best)
+                counts[d.action] += 1
+                stale += 1
+                if callback is not None:
+                    callback(it, d.action, best, state.logml)
+                continue
             # Warm start at the previous mode with a zero weight for the new basis:
             # its objective is no worse than before, unlike T&F's App. A update
             # mu_i = Q_i / (alpha_i + S_i), from which Newton's method can stall
@@ -553,6 +593,10 @@ def fit_evidence_bernoulli(
             callback(it, d.action, best, state.logml)
     else:
         warn_not_converged(max_iter)
+    if stale and not counts["cycling"]:  # stopped by max_iter after steps with B frozen
+        state = _Laplace(basis, scale, t, cols, alpha, state.mu)
+        counts["modes"] += 1
+        trace.append(state.logml)
     if frozen_steps and not counts["cycling"] and state.grad_max > POLISH_GRADIENT:
         # A mode search warm-started at the linearised mode may stop at once
         # (max |g| below GRADIENT_MIN) a little away from the mode; polish the
