@@ -117,8 +117,14 @@ def _worker(lib, n, seed):
     Xt = np.linspace(-10, 10, 1000)[:, None]
     gamma = 1 / 9
     start = time.perf_counter()
-    if lib == "rvm_ppl":
+    if lib in ("rvm_ppl", "rvm_ppl-lowrank"):
+        import rvm_ppl.estimators
         from rvm_ppl import RVR
+
+        if lib == "rvm_ppl-lowrank":
+            # The low-rank (or blocked) kernel basis at every N, instead of
+            # the dense kernel matrix below DENSE_LIMIT entries.
+            rvm_ppl.estimators.DENSE_LIMIT = 0
 
         # "default" threads: let BLAS use its own default instead of the
         # estimator's one-thread limit.
@@ -212,24 +218,27 @@ def _installed(lib):
     return importlib.util.find_spec({"fastrvm": "fastrvm", "sklearn-rvm": "sklearn_rvm"}.get(lib, lib)) is not None
 
 
-def _scale_rows(sizes, libs, seed, timeout):
+def _scale_rows(sizes, libs, seed, timeout, fastrvm_max=10**9, threads=("1 thread", "default")):
     print("\n## B. Fit time and peak memory on noisy sinc (x uniform on [-10, 10], noise sd 0.1, RBF r = 3)\n")
     print("| N | library | BLAS threads | fit time (s) | peak RSS (MB) | RMS to sin(x)/x | relevance vectors |")
     print("|---|---|---|---|---|---|---|")
     for n in sizes:
         for lib in libs:
-            if lib != "rvm_ppl" and not _installed(lib):
+            if not lib.startswith("rvm_ppl") and not _installed(lib):
                 print(f"| {n} | {lib} | - | not installed | | | |")
                 continue
             if lib == "sklearn-rvm" and n > 5000:
                 print(f"| {n} | {lib} | - | skipped (dense N x N EM) | | | |")
                 continue
-            for threads in ("1 thread", "default"):
-                res, err = _run(lib, n, threads, seed, timeout)
+            if lib == "fastrvm" and n > fastrvm_max:
+                print(f"| {n} | {lib} | - | skipped (N x N kernel matrices: 12.4 GB at N = 20 000) | | | |")
+                continue
+            for thr in threads:
+                res, err = _run(lib, n, thr, seed, timeout)
                 if res is None:
-                    print(f"| {n} | {lib} | {threads} | {err} | | | |")
+                    print(f"| {n} | {lib} | {thr} | {err} | | | |")
                 else:
-                    print(f"| {n} | {lib} | {threads} | {res['seconds']:.2f} | {res['peak_mb']:.0f} "
+                    print(f"| {n} | {lib} | {thr} | {res['seconds']:.2f} | {res['peak_mb']:.0f} "
                           f"| {res['rms']:.4f} | {res['nrv']} |", flush=True)
 
 
@@ -239,7 +248,10 @@ def main():
     p.add_argument("--reps", type=int, default=100, help="noise draws per sinc experiment")
     p.add_argument("--sizes", type=int, nargs="+", default=None,
                    help="default: 1000 5000 20000 (scale), 1000000 (million)")
-    p.add_argument("--libs", nargs="+", default=["rvm_ppl", "fastrvm", "sklearn-rvm"])
+    p.add_argument("--libs", nargs="+", default=["rvm_ppl", "fastrvm", "sklearn-rvm"],
+                   help="rvm_ppl, rvm_ppl-lowrank (low-rank kernel basis at every N), fastrvm, sklearn-rvm")
+    p.add_argument("--fastrvm-max", type=int, default=10**9, help="largest N given to fastrvm")
+    p.add_argument("--threads", nargs="+", default=["1 thread", "default"], choices=["1 thread", "default"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
@@ -257,7 +269,8 @@ def main():
     if args.part in ("solvers", "all"):
         _solver_rows()
     if args.part in ("scale", "all"):
-        _scale_rows(args.sizes or [1000, 5000, 20000], args.libs, args.seed, args.timeout)
+        _scale_rows(args.sizes or [1000, 5000, 20000], args.libs, args.seed, args.timeout,
+                    fastrvm_max=args.fastrvm_max, threads=args.threads)
     if args.part == "million":  # not part of "all": minutes and gigabytes
         _million_rows(args.sizes or [1_000_000], args.seed, args.timeout)
 
