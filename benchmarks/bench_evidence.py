@@ -3,6 +3,7 @@
     python benchmarks/bench_evidence.py                 # both parts
     python benchmarks/bench_evidence.py --part sinc --reps 100
     python benchmarks/bench_evidence.py --part scale --sizes 1000 5000 20000
+    python benchmarks/bench_evidence.py --part million --sizes 1000000
 
 Part A reproduces the sinc experiments of Tipping (2001, §4.1 and App. E)
 and Bishop & Tipping (2000, Table 1). Part C compares the log evidence that
@@ -13,6 +14,15 @@ against the peers that are installed (``pip install -e ".[bench]"``):
 configuration runs in its own process so that its peak memory (max RSS,
 imports included) is its own; "1 thread" sets OPENBLAS_NUM_THREADS=1 before
 numpy is imported, "default" leaves BLAS threading alone.
+
+Part D fits the evidence method at very large N (default one million) on
+two problems, through :func:`rvm_ppl._basis.kernel_basis` and
+:func:`rvm_ppl.evidence.fit_evidence_regression` directly (with progress
+messages through ``logging``): 1-D noisy sinc as in part B, and a 2-D sinc
+``sin(|x|) / |x|`` with x uniform on [-5, 5]^2, noise sd 0.1, RBF r = 3.
+Both kernels have a small numerical rank on these inputs, so the basis is
+the pivoted Cholesky factor ``K ~ L L^T`` (rank r, ``N r`` numbers); the
+fit time includes the factorisation.
 """
 
 from __future__ import annotations
@@ -107,8 +117,14 @@ def _worker(lib, n, seed):
     Xt = np.linspace(-10, 10, 1000)[:, None]
     gamma = 1 / 9
     start = time.perf_counter()
-    if lib == "rvm_ppl":
+    if lib in ("rvm_ppl", "rvm_ppl-lowrank"):
+        import rvm_ppl.estimators
         from rvm_ppl import RVR
+
+        if lib == "rvm_ppl-lowrank":
+            # The low-rank (or blocked) kernel basis at every N, instead of
+            # the dense kernel matrix below DENSE_LIMIT entries.
+            rvm_ppl.estimators.DENSE_LIMIT = 0
 
         # "default" threads: let BLAS use its own default instead of the
         # estimator's one-thread limit.
@@ -136,6 +152,62 @@ def _worker(lib, n, seed):
     print(json.dumps(dict(seconds=seconds, peak_mb=peak, rms=rms, nrv=nrv)))
 
 
+def _million_worker(problem, n, seed):
+    """Fit the evidence method at large n through the low-rank basis; print a JSON line."""
+    import logging
+    import resource
+
+    from rvm_ppl._basis import LowRankKernelBasis, kernel_basis
+    from rvm_ppl.evidence import fit_evidence_regression
+    from rvm_ppl.kernels import RBF
+
+    logging.basicConfig(level=logging.INFO, format="# %(message)s")
+    rng = np.random.default_rng(seed)
+    if problem == "sinc1d":
+        X = rng.uniform(-10, 10, (n, 1))
+        Xt = np.linspace(-10, 10, 1000)[:, None]
+    else:
+        X = rng.uniform(-5, 5, (n, 2))
+        g = np.linspace(-5, 5, 40)
+        Xt = np.stack(np.meshgrid(g, g), -1).reshape(-1, 2)
+
+    def truth(Z):
+        r = np.linalg.norm(Z, axis=1)
+        return np.sinc(r / np.pi)  # sin(r) / r
+
+    y = truth(X) + 0.1 * rng.standard_normal(n)
+    k = RBF(1 / 9)
+    start = time.perf_counter()
+    basis = kernel_basis(k, X)
+    t_basis = time.perf_counter() - start
+    res = fit_evidence_regression(basis, y, start=0, progress=5.0)
+    seconds = time.perf_counter() - start
+    rank = basis.rank if isinstance(basis, LowRankKernelBasis) else None
+    centres = res.active[res.active > 0] - 1
+    pred = k(Xt, X[centres]) @ res.mu[res.active > 0] + (res.mu[0] if 0 in res.active else 0.0)
+    rms = float(np.sqrt(np.mean((pred - truth(Xt)) ** 2)))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(dict(seconds=seconds, basis_seconds=t_basis, peak_mb=peak, rms=rms,
+                          nrv=int(np.sum(res.active > 0)), rank=rank, n_iter=res.n_iter,
+                          noise_sd=float(1 / np.sqrt(res.beta)))))
+
+
+def _million_rows(sizes, seed, timeout):
+    print("\n## D. Very large N: evidence method through the low-rank basis (one BLAS thread)\n")
+    print("| problem | N | kernel rank | factorisation (s) | fit time incl. factorisation (s) | peak RSS (MB) "
+          "| RMS to truth | relevance vectors | noise sd |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for problem, label in (("sinc1d", "1-D sinc, x on [-10, 10]"), ("sinc2d", "2-D sinc, x on [-5, 5]^2")):
+        for n in sizes:
+            res, err = run_worker(__file__, ["million", f"{problem}:{n}", seed], one_thread=True, timeout=timeout)
+            if res is None:
+                print(f"| {label} | {n} | {err} | | | | | | |")
+            else:
+                print(f"| {label} | {n} | {res['rank']} | {res['basis_seconds']:.1f} | {res['seconds']:.1f} "
+                      f"| {res['peak_mb']:.0f} | {res['rms']:.4f} | {res['nrv']} | {res['noise_sd']:.4f} |",
+                      flush=True)
+
+
 def _run(lib, n, threads, seed, timeout):
     return run_worker(__file__, [lib, n, seed], one_thread=threads == "1 thread", timeout=timeout)
 
@@ -146,47 +218,61 @@ def _installed(lib):
     return importlib.util.find_spec({"fastrvm": "fastrvm", "sklearn-rvm": "sklearn_rvm"}.get(lib, lib)) is not None
 
 
-def _scale_rows(sizes, libs, seed, timeout):
+def _scale_rows(sizes, libs, seed, timeout, fastrvm_max=10**9, threads=("1 thread", "default")):
     print("\n## B. Fit time and peak memory on noisy sinc (x uniform on [-10, 10], noise sd 0.1, RBF r = 3)\n")
     print("| N | library | BLAS threads | fit time (s) | peak RSS (MB) | RMS to sin(x)/x | relevance vectors |")
     print("|---|---|---|---|---|---|---|")
     for n in sizes:
         for lib in libs:
-            if lib != "rvm_ppl" and not _installed(lib):
+            if not lib.startswith("rvm_ppl") and not _installed(lib):
                 print(f"| {n} | {lib} | - | not installed | | | |")
                 continue
             if lib == "sklearn-rvm" and n > 5000:
                 print(f"| {n} | {lib} | - | skipped (dense N x N EM) | | | |")
                 continue
-            for threads in ("1 thread", "default"):
-                res, err = _run(lib, n, threads, seed, timeout)
+            if lib == "fastrvm" and n > fastrvm_max:
+                print(f"| {n} | {lib} | - | skipped (N x N kernel matrices: 12.4 GB at N = 20 000) | | | |")
+                continue
+            for thr in threads:
+                res, err = _run(lib, n, thr, seed, timeout)
                 if res is None:
-                    print(f"| {n} | {lib} | {threads} | {err} | | | |")
+                    print(f"| {n} | {lib} | {thr} | {err} | | | |")
                 else:
-                    print(f"| {n} | {lib} | {threads} | {res['seconds']:.2f} | {res['peak_mb']:.0f} "
+                    print(f"| {n} | {lib} | {thr} | {res['seconds']:.2f} | {res['peak_mb']:.0f} "
                           f"| {res['rms']:.4f} | {res['nrv']} |", flush=True)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=["sinc", "solvers", "scale", "all"], default="all")
+    p.add_argument("--part", choices=["sinc", "solvers", "scale", "million", "all"], default="all")
     p.add_argument("--reps", type=int, default=100, help="noise draws per sinc experiment")
-    p.add_argument("--sizes", type=int, nargs="+", default=[1000, 5000, 20000])
-    p.add_argument("--libs", nargs="+", default=["rvm_ppl", "fastrvm", "sklearn-rvm"])
+    p.add_argument("--sizes", type=int, nargs="+", default=None,
+                   help="default: 1000 5000 20000 (scale), 1000000 (million)")
+    p.add_argument("--libs", nargs="+", default=["rvm_ppl", "fastrvm", "sklearn-rvm"],
+                   help="rvm_ppl, rvm_ppl-lowrank (low-rank kernel basis at every N), fastrvm, sklearn-rvm")
+    p.add_argument("--fastrvm-max", type=int, default=10**9, help="largest N given to fastrvm")
+    p.add_argument("--threads", nargs="+", default=["1 thread", "default"], choices=["1 thread", "default"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:
         lib, n, seed = args.worker
-        _worker(lib, int(n), int(seed))
+        if lib == "million":
+            problem, n = n.split(":")
+            _million_worker(problem, int(n), int(seed))
+        else:
+            _worker(lib, int(n), int(seed))
         return
     if args.part in ("sinc", "all"):
         _sinc_rows(args.reps)
     if args.part in ("solvers", "all"):
         _solver_rows()
     if args.part in ("scale", "all"):
-        _scale_rows(args.sizes, args.libs, args.seed, args.timeout)
+        _scale_rows(args.sizes or [1000, 5000, 20000], args.libs, args.seed, args.timeout,
+                    fastrvm_max=args.fastrvm_max, threads=args.threads)
+    if args.part == "million":  # not part of "all": minutes and gigabytes
+        _million_rows(args.sizes or [1_000_000], args.seed, args.timeout)
 
 
 if __name__ == "__main__":

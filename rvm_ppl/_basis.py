@@ -58,6 +58,10 @@ class DenseBasis:
         """Return ``Phi^T V`` for ``V`` of shape (N, k)."""
         return self.Phi.T @ V
 
+    def gram(self, idx):
+        """Return ``Phi^T Phi[:, idx]``, shape (M, len(idx))."""
+        return self.Phi.T @ self.Phi[:, idx]
+
 
 class KernelBasis:
     """``Phi = [1, k(X, X)]`` evaluated lazily, in blocks of centres.
@@ -109,6 +113,8 @@ class KernelBasis:
     def columns(self, idx):
         """Return ``Phi[:, idx]``."""
         idx = np.asarray(idx, dtype=int)
+        if not np.any(idx < self.bias):
+            return self._kernel_columns(idx - self.bias)
         out = np.empty((self.n_samples, idx.size))
         is_bias = idx < self.bias
         out[:, is_bias] = 1.0
@@ -136,6 +142,8 @@ class LowRankKernelBasis(KernelBasis):
         self.L = L
         self.rank = L.shape[1]
         self._W = L.T @ L
+        self._u = None  # L^T 1, on first use
+        self._L2 = False  # factor of the squared kernel, on first use (None: unavailable)
 
     def norms2_and_project(self, t):
         """Return ``(||phi_m||^2 for all m, Phi^T t)``; ``||K e_m||^2 = l_m^T (L^T L) l_m``."""
@@ -147,21 +155,68 @@ class LowRankKernelBasis(KernelBasis):
         return norms2, proj
 
     def weighted_norms2(self, b):
-        """Return ``sum_n b_n phi_nm^2``: ``l_m^T (L^T B L) l_m`` for kernel columns."""
-        Wb = self.L.T @ (np.asarray(b)[:, None] * self.L)
-        out = _row_quadratic_forms(self.L, Wb)
+        """Return ``sum_n b_n phi_nm^2`` for every column ``m``.
+
+        For kernel columns this is ``(K o K) b``, the squared kernel
+        ``k(x, x')^2`` (positive semi-definite by the Schur product theorem)
+        applied to ``b``. When that kernel has a checked pivoted Cholesky
+        factor ``L2`` (:meth:`squared_factor`) this costs ``O(N r2)``;
+        otherwise ``l_m^T (L^T B L) l_m``, ``O(N r^2)``.
+        """
+        b = np.asarray(b, dtype=float)
+        L2 = self.squared_factor()
+        if L2 is not None:
+            out = L2 @ (L2.T @ b)
+        else:
+            Wb = self.L.T @ (b[:, None] * self.L)
+            out = _row_quadratic_forms(self.L, Wb)
         return np.concatenate([[float(np.sum(b))], out]) if self.bias else out
+
+    def squared_factor(self):
+        """Pivoted Cholesky factor of the squared kernel matrix ``K o K``, or ``None``.
+
+        Computed on first use and accepted under the rule of
+        :func:`kernel_basis` (eight exact columns reproduced).
+        """
+        if self._L2 is False:
+            self._L2 = _checked_factor(_SquaredKernel(self.kernel), self.X)
+        return self._L2
 
     def _kernel_columns(self, centres):
         """Columns ``L L[centres]^T`` of the factored kernel matrix."""
         return self.L @ self.L[centres].T
 
+    def gram(self, idx):
+        """Return ``Phi^T Phi[:, idx]`` in ``O(N r)`` per column.
+
+        With ``K = L L^T``: ``K^T K e_c = L (L^T L) l_c`` and
+        ``1^T K e_c = (L^T 1)^T l_c``; the bias column gives
+        ``Phi^T 1 = [N; L (L^T 1)]``.
+        """
+        idx = np.asarray(idx, dtype=int)
+        if self._u is None:
+            self._u = self.L.sum(axis=0)
+        is_bias = idx < self.bias
+        lc = self.L[np.where(is_bias, 0, idx - self.bias)]  # (k, r)
+        V = self._W @ lc.T  # (r, k)
+        V[:, is_bias] = self._u[:, None]
+        if not self.bias:
+            return self.L @ V
+        out = np.empty((self.n_basis, idx.size))
+        np.matmul(self.L, V, out=out[1:])
+        out[0] = lc @ self._u
+        out[0, is_bias] = float(self.n_samples)
+        return out
+
     def cross(self, V):
         """Return ``Phi^T V = [1^T V; L (L^T V)]``."""
-        body = self.L @ (self.L.T @ V)
-        if self.bias:
-            return np.vstack([V.sum(axis=0, keepdims=True), body])
-        return body
+        LV = self.L.T @ V
+        if not self.bias:
+            return self.L @ LV
+        out = np.empty((self.n_basis, V.shape[1]))
+        np.matmul(self.L, LV, out=out[1:])
+        out[0] = V.sum(axis=0)
+        return out
 
 
 def _row_quadratic_forms(L, W):
@@ -171,7 +226,12 @@ def _row_quadratic_forms(L, W):
     ``einsum`` does the same sums without BLAS, about eight times more
     slowly (N = 5000, rank 300).
     """
-    return np.einsum("ij,ij->i", L @ W, L)
+    out = np.empty(L.shape[0])
+    step = max(1, _BLOCK_ENTRIES // max(L.shape[1], 1))  # no N x r temporary
+    for start in range(0, L.shape[0], step):
+        B = L[start : start + step]
+        out[start : start + step] = np.einsum("ij,ij->i", B @ W, B)
+    return out
 
 
 def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
@@ -187,22 +247,65 @@ def pivoted_cholesky(kernel, X, *, tol=LOW_RANK_TOL, max_rank=LOW_RANK_MAX):
     dmax = d.max() if N else 0.0
     if not np.isfinite(dmax) or dmax <= 0:
         return None
-    L = np.zeros((N, min(max_rank, N)))
-    for j in range(L.shape[1] + 1):
+    cap = min(max_rank, N)
+    # Column-major and grown on demand: a column of L is one contiguous
+    # stretch of memory, and N x max_rank is never allocated up front.
+    L = np.empty((N, min(cap, 64)), order="F")
+    for j in range(cap + 1):
         p = int(np.argmax(d))
         if d[p] <= tol * dmax:
-            return L[:, :j].copy()
-        if j == L.shape[1]:
+            return L[:, :j]  # column-major; the unused tail of the buffer is at most half of it
+        if j == cap:
             return None
-        col = kernel(X, X[p : p + 1])[:, 0] - L[:, :j] @ L[p, :j]
+        if j == L.shape[1]:
+            grown = np.empty((N, min(cap, j + j // 2)), order="F")
+            grown[:, :j] = L[:, :j]
+            L = grown
+        col = kernel(X, X[p : p + 1])[:, 0]
+        if j:
+            col -= L[:, :j] @ L[p, :j]
         if not np.isfinite(col).all() or col[p] <= 0:
             return None
-        L[:, j] = col / np.sqrt(col[p])
-        d -= L[:, j] ** 2
+        col /= np.sqrt(col[p])
+        L[:, j] = col
+        d -= col * col
         d[p] = 0.0
         if d.min() < -1e-8 * dmax:  # not positive semi-definite
             return None
     return None  # pragma: no cover
+
+
+class _SquaredKernel:
+    """``k(x, x')^2``: the kernel of ``K o K`` (positive semi-definite when ``k`` is)."""
+
+    def __init__(self, kernel):
+        self.kernel = kernel
+
+    def __call__(self, A, B):
+        K = self.kernel(A, B)
+        return K * K
+
+    def diag(self, X):
+        d = np.asarray(self.kernel.diag(X), dtype=float)
+        return d * d
+
+
+def _checked_factor(kernel, X, rng=None):
+    """:func:`pivoted_cholesky`, accepted only if it reproduces eight exact kernel columns.
+
+    The columns are chosen at random with a fixed seed; the tolerance is
+    ``100 * LOW_RANK_TOL`` of the largest diagonal entry among them.
+    """
+    L = pivoted_cholesky(kernel, X)
+    if L is None:
+        return None
+    rng = np.random.default_rng(0) if rng is None else rng
+    idx = rng.choice(X.shape[0], size=min(8, X.shape[0]), replace=False)
+    exact = kernel(X, X[idx])
+    scale = max(float(np.max(kernel.diag(X[idx]))), np.finfo(float).tiny)
+    if np.max(np.abs(exact - L @ L[idx].T)) <= 100 * LOW_RANK_TOL * scale:
+        return L
+    return None
 
 
 def kernel_basis(kernel, X, *, bias=True, rng=None):
@@ -212,12 +315,7 @@ def kernel_basis(kernel, X, *, bias=True, rng=None):
     columns (chosen at random with a fixed seed) to ``100 * LOW_RANK_TOL``
     of the largest diagonal entry.
     """
-    L = pivoted_cholesky(kernel, X)
+    L = _checked_factor(kernel, X, rng)
     if L is not None:
-        rng = np.random.default_rng(0) if rng is None else rng
-        idx = rng.choice(X.shape[0], size=min(8, X.shape[0]), replace=False)
-        exact = kernel(X, X[idx])
-        scale = max(float(np.max(kernel.diag(X[idx]))), np.finfo(float).tiny)
-        if np.max(np.abs(exact - L @ L[idx].T)) <= 100 * LOW_RANK_TOL * scale:
-            return LowRankKernelBasis(kernel, X, L, bias=bias)
+        return LowRankKernelBasis(kernel, X, L, bias=bias)
     return KernelBasis(kernel, X, bias=bias)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import blas
 
 JITTER = 1e-10
 MAX_TRIES = 7
@@ -93,3 +94,17 @@ def cho_covariance(L):
     """
     Linv = solve_lower(L, np.eye(L.shape[0]))
     return Linv.T @ Linv
+
+
+def solve_lower_t_right(L, B):
+    """Solve ``X L^T = B`` for lower triangular ``L``: ``X = B L^{-T}``.
+
+    The rows of ``X`` are ``L^{-1} b_i``, i.e. ``solve_lower(L, B.T).T``,
+    computed by one BLAS ``trsm`` on ``B`` as it is stored: for a tall
+    column-major ``B`` (``M x k`` with ``M >> k``) this avoids the
+    transposed copy that :func:`solve_lower` would make.
+    """
+    B = np.asarray(B, dtype=float)
+    if B.shape[1] == 0:
+        return np.empty_like(B)
+    return blas.dtrsm(1.0, L, B, side=1, lower=1, trans_a=1)
