@@ -248,8 +248,8 @@ def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
     are multiplied by ``s^2`` (their shapes stay), and the bound on
     ``log p(y)`` is the bound on ``log p(t)`` minus ``N log s``.
     """
-    support = np.flatnonzero(~res.pruned)
-    cov = res.cov[np.ix_(support, support)] if res.cov.shape[0] == len(res.mean) else res.cov
+    support = np.asarray(res.active, dtype=int)
+    cov = res.cov  # on the active set
     alpha_shape, alpha_rate = res.alpha_shape, res.alpha_rate * scale**2
     alpha_mean = alpha_shape / alpha_rate  # Bishop & Tipping (2000), eq. (30)
     cov = cov * scale**2
