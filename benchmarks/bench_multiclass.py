@@ -3,6 +3,8 @@
     python benchmarks/bench_multiclass.py                       # parts digits, synthetic
     python benchmarks/bench_multiclass.py --part digits --repeat 2
     python benchmarks/bench_multiclass.py --part synthetic --seeds 5
+    python benchmarks/bench_multiclass.py --part digits --gamma-factor 2 --methods per-class
+    python benchmarks/bench_multiclass.py --part nuts
 
 digits
     scikit-learn's digits (1797 x 64, 10 classes), ``train_test_split(X, y,
@@ -147,21 +149,23 @@ def fit_predict(name, X, y, Xt, gamma, repeat=1):
 METHODS = ["multinomial (shared alpha)", "multinomial (per-class alpha)", "one-vs-rest evidence"]
 
 
-def part_digits(repeat):
+def part_digits(repeat, gamma_factor=1.0, methods=None):
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     X, Xt, y, yt = train_test_split(X, y, test_size=0.5, random_state=0)
-    gamma = 1.0 / np.median(pdist(X, "sqeuclidean"))
+    gamma = gamma_factor / np.median(pdist(X, "sqeuclidean"))
     print(
         f"## digits: {len(y)} training / {len(yt)} test images, 10 classes, "
-        f"gamma = {gamma:.4f} (median heuristic, training set)\n"
+        f"gamma = {gamma:.4f} ({gamma_factor:g} x the median heuristic, training set)\n"
     )
     rows = []
     names = METHODS + ["SVC"] + (["fastrvm"] if HAVE_FASTRVM else [])
     for name in names:
+        if methods and not any(m in name for m in methods):
+            continue
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             P, nrv, nw, sec = fit_predict(name, X, y, Xt, gamma, repeat)
@@ -318,12 +322,18 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--nuts-n", type=int, default=60)
+    ap.add_argument(
+        "--gamma-factor", type=float, default=1.0, help="digits: multiply the median heuristic"
+    )
+    ap.add_argument(
+        "--methods", nargs="*", help="digits: only methods whose name contains one of these"
+    )
     args = ap.parse_args()
     with threadpool_limits(limits=1, user_api="blas"):
         if "synthetic" in args.part:
             part_synthetic(args.n, args.seeds, args.repeat)
         if "digits" in args.part:
-            part_digits(args.repeat)
+            part_digits(args.repeat, args.gamma_factor, args.methods)
         if "nuts" in args.part:
             part_nuts(args.nuts_n)
 
