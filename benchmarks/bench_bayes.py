@@ -88,7 +88,7 @@ def _load(max_busy=None, max_wait=0.0):
 def worker_nuts(cfg):
     import warnings
 
-    from rvm_ppl.sampling import fit_nuts
+    from rvm_ppl import build_model, fit_nuts
 
     X, t, Phi, Ptest, xt = _data(cfg["n"], cfg["data_seed"])
     scale = float(np.std(t))
@@ -96,11 +96,11 @@ def worker_nuts(cfg):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         idata = fit_nuts(
-            Phi, t / scale, nuts_sampler=cfg["sampler"], random_state=cfg["seed"],
-            compile_mode=cfg.get("compile_mode", "NUMBA"),
+            build_model(Phi, t / scale, priors=cfg.get("priors")), nuts_sampler=cfg["sampler"],
+            random_state=cfg["seed"], compile_mode=cfg.get("compile_mode", "NUMBA"),
             blas_threads=cfg.get("blas_threads", 1), cores=cfg.get("cores"),
             chains=cfg.get("chains", 2),
-            **{k: cfg[k] for k in ("target_accept", "tune", "draws", "priors") if k in cfg},
+            **{k: cfg[k] for k in ("target_accept", "tune", "draws") if k in cfg},
         )
     total = time.perf_counter() - t0
     rms, sigma = _accuracy(idata, scale, Ptest, xt)
@@ -118,22 +118,22 @@ def worker_nuts(cfg):
 def worker_advi(cfg):
     import warnings
 
-    from rvm_ppl.sampling import fit_advi
+    from rvm_ppl import build_model, fit_advi
 
     X, t, Phi, Ptest, xt = _data(cfg["n"], cfg["data_seed"])
     scale = float(np.std(t))
     t0 = time.perf_counter()
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
-        idata = fit_advi(Phi, t / scale, parameterization=cfg["par"], method=cfg["method"],
-                         random_state=cfg["seed"])
+        idata = fit_advi(build_model(Phi, t / scale, parameterization=cfg["par"]),
+                         method=cfg["method"], random_state=cfg["seed"])
     total = time.perf_counter() - t0
     rms, sigma = _accuracy(idata, scale, Ptest, xt)
     a = idata.attrs
     return dict(
         total_s=total, wall_s=a["wall_time_s"], n_iter=a["n_iter"], converged=a["converged"],
         # The ELBO of the targets in their own units: shift by -N log(scale).
-        elbo=a["final_elbo"] - cfg["n"] * np.log(scale), rms=rms, sigma=sigma,
+        elbo=a["elbo"] - cfg["n"] * np.log(scale), rms=rms, sigma=sigma,
         warnings=[str(r.message)[:120] for r in rec if issubclass(r.category, UserWarning)
                   and "BLAS" not in str(r.message)],
     )
