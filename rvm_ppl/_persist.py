@@ -98,6 +98,8 @@ def _with_state(est):
             data[f"{name}_{k}"] = (dims[name], value.astype(np.int8) if name == "relevant" else value)
         if r.w_draws is not None:
             data[f"w_draws_{k}"] = ((f"sample{k}", s), r.w_draws)
+        if r.outside_var is not None:
+            data[f"outside_var_{k}"] = ((m,), r.outside_var)
         attrs[f"result_{k}"] = json.dumps({
             "method": r.method, "likelihood": r.likelihood, "basis": list(r.basis),
             "beta": r.beta, "noise_var": r.noise_var,
@@ -122,9 +124,11 @@ def _restore_result(state, k):
     if f"w_draws_{k}" in state:
         w = np.asarray(state[f"w_draws_{k}"].values)
         draws = {"w": w[None]}
+    outside = state.get(f"outside_var_{k}")
     return FitResult(method=meta["method"], likelihood=meta["likelihood"],
                      basis=tuple(meta["basis"]), beta=meta["beta"], noise_var=meta["noise_var"],
-                     stats=meta["stats"], draws=draws, **arrays)
+                     stats=meta["stats"], draws=draws,
+                     outside_var=None if outside is None else np.asarray(outside.values), **arrays)
 
 
 def load(cls, path):

@@ -178,6 +178,17 @@ class _RVMBase(BaseEstimator):
         self.relevance_ = rel[rel >= offset] - offset
         self.relevance_vectors_ = None if kernel is None else X[self.relevance_]
 
+    def _outside_var(self, result, X):
+        """``sum_m phi_m(x)^2 v_m`` over the weights outside the model that are not point masses."""
+        if result.outside_var is None:
+            return 0.0
+        idx = np.flatnonzero(result.outside_var > 0)
+        out = np.zeros(X.shape[0])
+        for cols in np.array_split(idx, max(1, idx.size // 2048)):  # bounded memory
+            if cols.size:
+                out += self._design(X, cols) ** 2 @ result.outside_var[cols]
+        return out
+
     def _idata_attrs(self):
         return {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
 
@@ -491,7 +502,7 @@ class RVR(RegressorMixin, _RVMBase):
         if self.learn_scales and (method != "evidence" or not isinstance(kernel, RBF)):
             raise ValueError("learn_scales=True needs method='evidence' and the 'rbf' kernel.")
         basis, labels, n_extra = self._training_basis(
-            X, kernel, lazy_ok=(method == "evidence" and self.solver == "fast"))
+            X, kernel, lazy_ok=(method == "vb" or (method == "evidence" and self.solver == "fast")))
         beta = None if self.noise_std is None else 1.0 / self.noise_std**2
         if self.learn_scales:
             eta0 = np.broadcast_to(np.asarray(kernel.gamma, dtype=float), (X.shape[1],)).copy()
@@ -571,7 +582,9 @@ class RVR(RegressorMixin, _RVMBase):
         Tipping (2001) eqs. (21)-(22): mean ``phi(x)^T mu`` and variance
         ``1/beta + phi(x)^T Sigma phi(x)``, with the bias inside ``Sigma``.
         For vb, advi and nuts the same formula holds with the posterior
-        moments of ``w`` and ``E[1/beta]``.
+        moments of ``w`` and ``E[1/beta]``; vb adds ``sum_m phi_m(x)^2 v_m``
+        for the independent ``N(0, v_m)`` factors of the weights it left out
+        of its model.
 
         With ``augment=True``, the RVM* of Rasmussen & Quiñonero-Candela
         (2005): each test point gets a basis function of its own, centred on
@@ -601,7 +614,7 @@ class RVR(RegressorMixin, _RVMBase):
         if not return_std:
             return mean
         var = post.noise_var + np.einsum("ij,jk,ik->i", Phi, post.cov, Phi)
-        return mean, np.sqrt(var)
+        return mean, np.sqrt(var + self._outside_var(post, X))
 
 
 class RVC(ClassifierMixin, _RVMBase):
@@ -737,7 +750,8 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
                 f"RVC needs samples of at least 2 classes; y has only the class {classes[0]}."
             )
         kernel = self._make_kernel(X)
-        basis, labels, n_extra = self._training_basis(X, kernel, lazy_ok=(method == "evidence"))
+        basis, labels, n_extra = self._training_basis(X, kernel,
+                                                      lazy_ok=method in ("evidence", "vb"))
         # One binary model for two classes (t = 1 for classes[1]); one per class
         # against the rest otherwise. No start: the evidence fit starts, as
         # SparseBayes does for the Bernoulli likelihood, from the basis best
@@ -775,7 +789,8 @@ alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads
             for chunk in np.array_split(w, max(1, len(w) // 256)):
                 out += expit(Phi @ chunk.T).sum(axis=1)
             return out / len(w)
-        return predict_proba_moderated(Phi, result.mean, result.cov)
+        return predict_proba_moderated(Phi, result.mean, result.cov,
+                                       extra_var=self._outside_var(result, X))
 
     def _ovr_proba(self, X):
         check_is_fitted(self, "results_")

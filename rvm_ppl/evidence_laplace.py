@@ -667,7 +667,7 @@ def decision_function(Phi_test_active, mu):
     return np.asarray(Phi_test_active, dtype=float) @ mu
 
 
-def predict_proba_moderated(Phi_test_active, mu, Sigma):
+def predict_proba_moderated(Phi_test_active, mu, Sigma, extra_var=0.0):
     """``P(t = 1 | x)`` under the Laplace posterior, with MacKay's moderation.
 
     ``P(t = 1 | x) ~ sigma(kappa a)`` with ``a = phi^T mu``,
@@ -683,6 +683,9 @@ def predict_proba_moderated(Phi_test_active, mu, Sigma):
         Posterior mode of their weights.
     Sigma : ndarray of shape (n_active, n_active)
         Laplace covariance of their weights.
+    extra_var : float or ndarray of shape (n,)
+        Variance of the latent from weights outside the model (independent
+        factors of a pruned variational fit), added to ``sigma_a^2``.
 
     Returns
     -------
@@ -699,6 +702,6 @@ def predict_proba_moderated(Phi_test_active, mu, Sigma):
     """
     Phi_test_active = np.asarray(Phi_test_active, dtype=float)
     a = Phi_test_active @ mu
-    var_a = np.einsum("ij,jk,ik->i", Phi_test_active, Sigma, Phi_test_active)
+    var_a = np.einsum("ij,jk,ik->i", Phi_test_active, Sigma, Phi_test_active) + extra_var
     kappa = 1.0 / np.sqrt(1.0 + np.pi * np.maximum(var_a, 0.0) / 8.0)
     return expit(kappa * a)

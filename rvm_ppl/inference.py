@@ -93,6 +93,11 @@ class FitResult:
         shape (M,)) or ``beta`` (vb); None for a point estimate.
     sample_stats : xarray.Dataset or None
         The sampler's statistics (nuts).
+    outside_var : ndarray of shape (M,) or None
+        Variance of each weight outside ``support`` where it is not a point
+        mass: a pruned vb fit keeps an independent ``N(0, v_m)`` factor for
+        every basis function it leaves out (0 on ``support``). It adds
+        ``sum_m phi_m(x)^2 v_m`` to the predictive variance of the latent.
     """
 
     method: str
@@ -112,6 +117,7 @@ class FitResult:
     alpha_gamma: tuple | None = None
     beta_gamma: tuple | None = None
     sample_stats: Any = None
+    outside_var: np.ndarray | None = None
 
     @property
     def w_draws(self):
@@ -230,14 +236,19 @@ def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, 
 
 
 def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol):
-    """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``."""
-    Phi = dense_phi(basis, "method='vb'")
+    """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``.
+
+    Fitted one basis function at a time (:mod:`rvm_ppl.variational`), so a
+    lazy kernel basis serves as well as a design matrix.
+    """
     p = resolve_priors(priors)
+    if isinstance(basis, np.ndarray):
+        basis = DenseBasis(basis)
     if likelihood == "gaussian":
         scale = _target_scale(y)
-        res = fit_vb_regression(Phi, y / scale, **p, max_iter=max_iter, tol=tol)
+        res = fit_vb_regression(basis, y / scale, **p, max_iter=max_iter, tol=tol)
         return _vb_result(res, labels, likelihood, scale, len(y))
-    res = fit_vb_classification(Phi, y, a=p["a"], b=p["b"], max_iter=max_iter, tol=tol)
+    res = fit_vb_classification(basis, y, a=p["a"], b=p["b"], max_iter=max_iter, tol=tol)
     return _vb_result(res, labels, likelihood)
 
 
@@ -250,6 +261,8 @@ def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
     """
     support = np.asarray(res.active, dtype=int)
     cov = res.cov  # on the active set
+    outside_var = np.asarray(res.weight_var, dtype=float) * scale**2
+    outside_var[support] = 0.0
     alpha_shape, alpha_rate = res.alpha_shape, res.alpha_rate * scale**2
     alpha_mean = alpha_shape / alpha_rate  # Bishop & Tipping (2000), eq. (30)
     cov = cov * scale**2
@@ -283,6 +296,7 @@ def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
         fit=fit,
         alpha_gamma=(alpha_shape, alpha_rate),
         beta_gamma=beta_gamma,
+        outside_var=outside_var,
     )
 
 

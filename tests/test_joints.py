@@ -303,3 +303,21 @@ def test_loading_another_format_or_estimator_is_refused(sinc, tmp_path):
     idata.to_netcdf(old)
     with pytest.raises(ValueError, match="file format 1"):
         RVR.from_netcdf(old)
+
+
+def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
+    """Monte Carlo from Q(w) (full Gaussian on the model, N(0, v_m) outside) against predict."""
+    X, y = make_sinc(300, grid=False, random_state=3)
+    m = RVR(gamma=1 / 9).fit(X, y, method="vb")
+    r = m.result_
+    outside = np.flatnonzero(r.outside_var > 0)
+    assert outside.size > 0
+    Xt = np.linspace(-9, 9, 7)[:, None]
+    rng = np.random.default_rng(0)
+    S = 40_000
+    w_in = rng.multivariate_normal(r.mean, r.cov, size=S)
+    w_out = rng.standard_normal((S, outside.size)) * np.sqrt(r.outside_var[outside])
+    f = w_in @ m._design(Xt, r.support).T + w_out @ m._design(Xt, outside).T
+    _, std = m.predict(Xt, return_std=True)
+    np.testing.assert_allclose(f.var(axis=0) + r.noise_var, std**2, rtol=0.03)
+    assert np.all(std**2 > r.noise_var + f.var(axis=0) - (w_out @ m._design(Xt, outside).T).var(0) + 1e-6)
