@@ -271,7 +271,8 @@ def part_scale(args):
           "(RBF r = 0.5, one BLAS thread; Bayes error 9.0%)\n")
     rows = []
     for n in args.sizes:
-        for name in ["evidence", "evidence-lowrank", *[p for p in _peers() if p != "fastrvm+bias"]]:
+        peers = [p for p in _peers() if p != "fastrvm+bias" and (args.peers is None or p in args.peers)]
+        for name in ["evidence", "evidence-lowrank", *peers]:
             if name == "sklearn-rvm" and n > 2000:
                 rows.append((n, name, "skipped (dense N x N EM)", "", "", "", ""))
                 continue
@@ -304,6 +305,7 @@ def main():
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 5000, 10000, 20000])
     p.add_argument("--timeout", type=int, default=900, help="seconds per scale configuration")
     p.add_argument("--fastrvm-max", type=int, default=10**9, help="largest N given to fastrvm (scale part)")
+    p.add_argument("--peers", nargs="+", default=None, help="peers in the scale part (default: all installed)")
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.worker:

@@ -106,9 +106,13 @@ class EvidenceResult:
     n_iter : int
     converged : bool
     aligned : ndarray of int
-        Candidates skipped because they (nearly) duplicate a basis in the model.
+        Candidates blocked at the end because they (nearly) duplicate a
+        basis in the model.
     counts : dict
-        How many additions, re-estimations, deletions and noise-only updates ran.
+        How many additions, re-estimations, deletions and noise updates
+        ran; ``"aligned"``: how many times a candidate was blocked;
+        ``"refresh"``: full recomputations outside the noise updates
+        (Gaussian); ``"modes"``: posterior-mode searches (Bernoulli).
     priors : dict or None
         Gamma hyperprior parameters ``a, b, c, d`` when they were used.
     objective : float or None

@@ -17,10 +17,14 @@ and SparseBayes v2, each step of the fast sequential algorithm of
 3. :func:`rvm_ppl.evidence.choose_action` picks the add, re-estimate or
    delete step that the Gaussian formulas say raises the evidence most.
 
-The mode is re-found after every action (SparseBayes's
-``PosteriorModeFrequency = 1``), so the statistics are always "full"
-statistics; no rank-one updates are used, because ``B`` changes with the
-mode.
+By default (``frozen_steps=True``) re-estimations, deletions and additions
+run with ``B`` frozen at the last mode: the problem is then the Gaussian one
+with noise precisions ``b_n`` and the IRLS targets, and Tipping & Faul's
+(2003, App. A) rank-one updates apply. The mode is re-found (warm-started at
+the linearised mode) and the statistics recomputed in full before the next
+addition and before stopping, where the decision is taken again on fresh
+statistics. ``frozen_steps=False`` re-finds the mode after every action
+(SparseBayes's ``PosteriorModeFrequency = 1``).
 
 Unlike the Gaussian case, the recorded Laplace log evidence
 (:func:`laplace_log_evidence`) is **not** guaranteed to increase at every
