@@ -13,6 +13,9 @@ inverse.
 
 from __future__ import annotations
 
+import contextlib
+import functools
+
 import numpy as np
 from scipy import linalg
 from scipy.linalg import blas
@@ -108,3 +111,21 @@ def solve_lower_t_right(L, B):
     if B.shape[1] == 0:
         return np.empty_like(B)
     return blas.dtrsm(1.0, L, B, side=1, lower=1, trans_a=1)
+
+
+@functools.cache
+def _thread_controller():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()  # inspecting the loaded libraries costs 25-40 ms: once
+
+
+def blas_limit(threads):
+    """A context limiting BLAS to ``threads`` threads, or doing nothing when it is None.
+
+    One thread is the package's default: on 2-core machines several threads
+    were 1.5-5x slower for these matrix sizes (``benchmarks/bench_evidence.py``).
+    """
+    if threads is None:
+        return contextlib.nullcontext()
+    return _thread_controller().limit(limits=threads, user_api="blas")

@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from ._basis import DenseBasis
+from ._linalg import blas_limit
 from ._priors import resolve_priors, scale_priors
 from .evidence import fit_evidence_full, fit_evidence_regression
 from .evidence_laplace import fit_evidence_bernoulli
@@ -357,13 +358,9 @@ def fit(method, basis, y, *, blas_threads=1, **kwargs):
     -------
     FitResult
     """
-    from threadpoolctl import threadpool_limits
-
     try:
         fitter = _FIT_METHODS[method]
     except (KeyError, TypeError):
         raise ValueError(f"Unknown method {method!r}; expected one of {sorted(_FIT_METHODS)}.") from None
-    if blas_threads is None:
-        return fitter(basis, y, **kwargs)
-    with threadpool_limits(limits=blas_threads, user_api="blas"):
+    with blas_limit(blas_threads):
         return fitter(basis, y, **kwargs)

@@ -106,7 +106,7 @@ from scipy import special
 from sklearn.exceptions import ConvergenceWarning
 
 from ._idata import to_idata
-from ._linalg import cho_covariance, cho_solve, cholesky_jittered
+from ._linalg import blas_limit, cho_covariance, cho_solve, cholesky_jittered
 from .inference import FitResult, gamma_relevance
 from .model import alpha_given_weights, model_spec
 
@@ -174,15 +174,6 @@ def _seeds(random_state):
     """One numpy Generator, and PyMC's ``random_seed`` drawn from it."""
     rng = np.random.default_rng(random_state)
     return rng, int(rng.integers(2**31 - 1))
-
-
-def _blas_limit(blas_threads):
-    """``threadpool_limits`` on BLAS, or nothing when ``blas_threads`` is None."""
-    if blas_threads is None:
-        return contextlib.nullcontext()
-    from threadpoolctl import threadpool_limits
-
-    return threadpool_limits(limits=blas_threads, user_api="blas")
 
 
 @contextlib.contextmanager
@@ -397,12 +388,12 @@ def nuts_result(
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()
-    with _blas_limit(blas_threads), model, _quiet_compilation():
+    with blas_limit(blas_threads), model, _quiet_compilation():
         trace = pm.sample(**kwargs)
     wall = time.perf_counter() - t0
 
     post = trace.posterior
-    with _blas_limit(blas_threads):  # thousands of small factorisations: one thread is fastest
+    with blas_limit(blas_threads):  # thousands of small factorisations: one thread is fastest
         result = _result("nuts", model, spec, post, rng, stats={}, sample_stats=trace.sample_stats)
         checked = {}
         if spec.alpha is None:
@@ -582,7 +573,7 @@ def advi_result(
     kwargs.update(fit_kwargs)
 
     t0 = time.perf_counter()
-    with _blas_limit(blas_threads), pytensor.config.change_flags(mode=compile_mode), model, \
+    with blas_limit(blas_threads), pytensor.config.change_flags(mode=compile_mode), model, \
             _quiet_compilation():
         try:
             approx = pm.fit(**kwargs)
@@ -614,7 +605,7 @@ def advi_result(
         "wall_time_s": wall,
     }
     fit = {"elbo": (("iteration",), -loss), **_variational_parameters(approx, model)}
-    with _blas_limit(blas_threads):
+    with blas_limit(blas_threads):
         return _result("advi", model, spec, trace.posterior, rng, stats=stats, fit=fit)
 
 
