@@ -50,7 +50,8 @@ EXPECTED = {
         "rms_advi": (0.0, 0.15),
         "rms_nuts": (0.0, 0.15),
         "max_mean_diff_nuts_evidence": (0.0, 0.3),  # the four predictions agree
-        "max_rhat": (1.0, 1.1),
+        "max_rhat": (0.99, 1.05),                   # 2 x 200 draws in the quick run
+        "set_data_max_mean_diff": (0.0, 0.05),      # pm.set_data + posterior predictive = predict
     },
     "04_why_sparsity.ipynb": {
         "min_ratio_in_model": (1.0, float("inf")),   # q^2 > s for every kept basis
@@ -76,8 +77,10 @@ EXPECTED = {
         "sinc_gauss_rms": (0.0, 0.08),
         "sinc_gauss_noise": (0.06, 0.14),
         "scale_largest_rms": (0.0, 0.05),
-        "boston_nlpd_rvm_star": (0.0, 10.0),
-        "boston_nlpd_gp": (0.0, 10.0),
+        # R&QC 2005: 0.408 and 0.219; the full run 0.537 and 0.328; the quick run
+        # (2 folds, one width, no restarts) 1.6 for RVM*.
+        "boston_nlpd_rvm_star": (0.1, 2.0),
+        "boston_nlpd_gp": (0.05, 2.0),
     },
 }
 
