@@ -68,9 +68,9 @@ def cholesky_jittered(A, *, what="matrix"):
             jitter *= 10.0
     raise NotPositiveDefiniteError(
         f"The {what} is not positive definite, even with a jitter of "
-        f"{jitter / 10:.1e} on its diagonal. The basis is probably degenerate: "
-        "try a larger kernel width (smaller gamma), remove duplicated columns, "
-        "or standardise the inputs."
+        f"{jitter / 10:.1e} on its diagonal. The basis is probably degenerate "
+        "(nearly collinear columns): try a narrower kernel (larger gamma), remove "
+        "duplicated columns, or standardise the inputs."
     )
 
 

@@ -162,7 +162,7 @@ class EvidenceResult:
 
 
 def log_evidence_dense(Phi, t, alpha, beta):
-    """Closed-form ``log N(t | 0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping 2001, eq. 7).
+    """Closed-form ``log N(t | 0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping 2001, eq. 15).
 
     A reference implementation with the ``N x N`` covariance; ``alpha = inf``
     drops the column.
@@ -744,7 +744,7 @@ class _Model:
             Q = beta * self.proj
             logdet_H = 0.0
         ED = float(resid @ resid)
-        # Tipping (2001) eq. (7) written through the M x M Cholesky factor.
+        # Tipping (2001) eq. (15) written through the M x M Cholesky factor.
         logml = 0.5 * (
             self.N * np.log(beta)
             - beta * ED
@@ -1038,7 +1038,8 @@ def fit_evidence_regression(
         by less than this and the noise has settled.
     alignment_test : bool
         Skip candidates whose cosine with a basis in the model exceeds
-        ``1 - 1e-3`` (SparseBayes's redundancy test).
+        ``ALIGNMENT_MAX = 1 - 1e-4`` (SparseBayes's redundancy test, which
+        uses ``1 - 1e-3``; see :data:`rvm_ppl.evidence.ALIGNMENT_MAX`).
     noise_warmup : bool
         Hold ``beta`` at its initial value until the basis functions have
         converged, and only then re-estimate it (every iteration for

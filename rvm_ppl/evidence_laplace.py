@@ -420,7 +420,8 @@ def fit_evidence_bernoulli(
         by less than this.
     alignment_test : bool
         Skip candidates whose cosine with a basis in the model exceeds
-        ``1 - 1e-3`` (SparseBayes's redundancy test).
+        ``ALIGNMENT_MAX = 1 - 1e-4`` (SparseBayes's redundancy test, which
+        uses ``1 - 1e-3``; see :data:`rvm_ppl.evidence.ALIGNMENT_MAX`).
     callback : callable, optional
         Called as ``callback(iteration, action, index, log_evidence)``
         after every action that changed the model (for a step with ``B``
