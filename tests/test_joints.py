@@ -321,3 +321,12 @@ def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
     _, std = m.predict(Xt, return_std=True)
     np.testing.assert_allclose(f.var(axis=0) + r.noise_var, std**2, rtol=0.03)
     assert np.all(std**2 > r.noise_var + f.var(axis=0) - (w_out @ m._design(Xt, outside).T).var(0) + 1e-6)
+
+
+def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
+    X, y = sinc
+    with caplog.at_level(logging.INFO):
+        RVR(gamma=1 / 9, random_state=0, draws=20).fit(X, y, method="advi")
+    messages = [r.getMessage() for r in caplog.records]
+    assert any(m.startswith("ADVI converged at iteration") for m in messages)
+    assert not any(m.startswith("Interrupted at") for m in messages)
