@@ -31,6 +31,8 @@ METHODS = ("evidence", "vb", "advi", "nuts")
 
 def _diagnostics(method, model):
     """Each method's own check of its fit, as text for a table."""
+    import numpy as np
+
     attrs = model.idata_.attrs
     if method == "nuts":
         return (f"divergences {attrs['n_divergences']}, max r-hat {attrs['max_rhat']:.3f} "
@@ -41,7 +43,7 @@ def _diagnostics(method, model):
         return f"final ELBO {attrs['elbo']:.1f}"
     if method == "vb":
         return f"final ELBO {float(model.idata_.fit['elbo'].values[-1]):.1f}"
-    return f"log evidence {model.log_evidence_:.1f}"
+    return "log evidence " + ", ".join(f"{v:.1f}" for v in np.ravel(model.log_evidence_))
 
 
 def _row(method, model, seconds, scores, extra=()):
