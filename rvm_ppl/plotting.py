@@ -220,10 +220,14 @@ def plot_decision(
 def _alpha_summary(idata, hdi_prob):
     """Per candidate basis: median and HDI of log10 alpha, whether it is a point, pruned flags.
 
-    The posterior covers the bases in the method's model; the others are
-    pruned (``alpha = inf``, listed in ``idata.relevance``).
+    The posterior covers the bases in the method's model. Of the others, a
+    basis with ``alpha = inf`` in ``idata.relevance`` is pruned (a point
+    mass); one with a Gamma ``Q(alpha)`` in ``idata.fit`` (``alpha_shape``,
+    ``alpha_rate`` on ``candidate``: a vb fit's weights outside its model) is
+    summarised by that Gamma's median and central interval.
     """
     import arviz as az
+    from scipy import stats
 
     labels = [str(b) for b in idata.relevance["basis"].values]
     a = idata.posterior["alpha"]
@@ -238,6 +242,14 @@ def _alpha_summary(idata, hdi_prob):
         hdi = az.hdi(la, hdi_prob=hdi_prob)["alpha"].values
         lo[kept], hi[kept] = hdi[:, 0], hdi[:, 1]
     pruned = np.isinf(idata.relevance["alpha"].values)
+    outside = np.setdiff1d(np.flatnonzero(~pruned), kept)
+    if outside.size and "fit" in idata.groups() and "alpha_shape" in idata.fit:
+        shape = idata.fit["alpha_shape"].values[outside]
+        rate = idata.fit["alpha_rate"].values[outside]
+        q = stats.gamma.ppf([[0.5], [(1 - hdi_prob) / 2], [(1 + hdi_prob) / 2]], shape, scale=1 / rate)
+        med[outside], lo[outside], hi[outside] = np.log10(q)
+    elif outside.size:
+        med[outside] = lo[outside] = hi[outside] = np.log10(idata.relevance["alpha"].values[outside])
     return med, lo, hi, pruned, point
 
 

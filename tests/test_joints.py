@@ -330,3 +330,21 @@ def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("ADVI converged at iteration") for m in messages)
     assert not any(m.startswith("Interrupted at") for m in messages)
+
+
+def test_alpha_of_vb_bases_outside_its_model_comes_from_q_alpha():
+    from scipy import stats
+
+    from rvm_ppl.compare import alpha_table
+
+    X, y = make_sinc(60, random_state=0)
+    idata = RVR(gamma=1 / 9, draws=50).fit(X, y, method="vb").idata_
+    outside = [str(b) for b, k in zip(idata.relevance.basis.values, idata.relevance.in_model.values)
+               if not k]
+    assert outside
+    table = alpha_table({"vb": idata}, basis=outside[:3])
+    shape = idata.fit["alpha_shape"].sel(candidate=outside[:3]).values
+    rate = idata.fit["alpha_rate"].sel(candidate=outside[:3]).values
+    np.testing.assert_allclose(table[("vb", "median log10 α")].values,
+                               np.log10(stats.gamma.median(shape, scale=1 / rate)))
+    assert (table[("vb", "hdi low")] < table[("vb", "hdi high")]).all()
