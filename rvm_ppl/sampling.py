@@ -95,6 +95,7 @@ forms overestimate it by 20-45% and 65-85%.
 from __future__ import annotations
 
 import contextlib
+import functools
 import importlib.util
 import json
 import logging
@@ -193,6 +194,29 @@ def _seeds(random_state):
     return rng, int(rng.integers(2**31 - 1))
 
 
+@functools.cache
+def _pytensor_blas():
+    """Whether PyTensor's C backend links a BLAS, found once and without its warning.
+
+    PyTensor from pip links none and warns that "operations that might benefit
+    from BLAS will be severely degraded" the first time a graph rewrite asks.
+    The package compiles its models with the NUMBA backend (:data:`COMPILE_MODE`),
+    which calls BLAS through scipy, so the warning does not concern its fits; it
+    is logged at INFO on the ``rvm_ppl`` logger instead. A C-mode function of
+    the user's own is still slow without a BLAS.
+    """
+    import pytensor
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
+        flags = pytensor.config.blas__ldflags
+    if not flags:
+        _log.info("PyTensor links no BLAS (a pip install); rvm_ppl compiles its models with the "
+                  "NUMBA backend, which uses scipy's BLAS. C-mode functions of your own are slow "
+                  "without one.")
+    return bool(flags)
+
+
 @contextlib.contextmanager
 def _quiet_compilation():
     """Silence what the compilers say about performance, not about correctness.
@@ -200,6 +224,7 @@ def _quiet_compilation():
     numba notes that a matrix-vector product meets a transposed, hence
     non-contiguous, M x M array: harmless at these sizes.
     """
+    _pytensor_blas()
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
         yield

@@ -348,3 +348,18 @@ def test_alpha_of_vb_bases_outside_its_model_comes_from_q_alpha():
     np.testing.assert_allclose(table[("vb", "median log10 α")].values,
                                np.log10(stats.gamma.median(shape, scale=1 / rate)))
     assert (table[("vb", "hdi low")] < table[("vb", "hdi high")]).all()
+
+
+def test_a_fresh_process_fits_advi_without_foreign_warnings():
+    """PyTensor's BLAS warning concerns C-mode functions, not the NUMBA-compiled fits."""
+    import subprocess
+    import sys
+
+    code = ("from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
+            "X, y = make_sinc(30, random_state=0); "
+            "RVR(gamma=1 / 9, draws=20).fit(X, y, method='advi')")
+    run = subprocess.run([sys.executable, "-W", "error::UserWarning", "-W",
+                          "ignore::FutureWarning", "-c", code],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "BLAS" not in run.stderr
