@@ -140,8 +140,7 @@ def main(argv=None):
     from rvm_ppl.plotting import plot_decision, plot_predictive
 
     def options(method):
-        return dict(draws=args.draws, tune=args.draws, chains=args.chains, random_state=args.seed,
-                    sample_kwargs={"progressbar": True} if method in ("advi", "nuts") else None)
+        return dict(draws=args.draws, tune=args.draws, chains=args.chains, random_state=args.seed)
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
