@@ -91,7 +91,7 @@ def _sample(x, name):
 
 
 def wasserstein_1(x, y):
-    """The 1-Wasserstein distance between the empirical distributions of two samples.
+    """Compute the 1-Wasserstein distance between the empirical distributions of two samples.
 
     ``W1 = integral |F(t) - G(t)| dt`` with ``F`` and ``G`` the empirical
     CDFs, which equals ``integral_0^1 |F^{-1}(u) - G^{-1}(u)| du``; it is
@@ -138,7 +138,7 @@ def wasserstein_1(x, y):
 
 
 def _hdi(draws, hdi_prob):
-    """The narrowest interval holding ``hdi_prob`` of the draws (ArviZ's ``hdi``)."""
+    """Return the narrowest interval holding ``hdi_prob`` of the draws (ArviZ's ``hdi``)."""
     import arviz as az
 
     if np.ptp(draws) == 0:
@@ -186,7 +186,8 @@ def _draws_by_basis(idata):
     labels = [str(b) for b in idata.relevance["basis"].values]
     alpha = idata.posterior["alpha"]
     post = {str(b): np.log10(alpha.sel(basis=b).values.ravel()) for b in alpha["basis"].values}
-    in_model = dict(zip(labels, np.asarray(idata.relevance["in_model"].values, dtype=bool)))
+    in_model = dict(zip(labels, np.asarray(idata.relevance["in_model"].values, dtype=bool),
+                        strict=True))
     return labels, post, in_model
 
 
@@ -217,7 +218,8 @@ def _idatas(fits):
     for name, f in fits.items():
         idata = getattr(f, "idata_", f)
         if not hasattr(idata, "posterior") or not hasattr(idata, "relevance"):
-            raise TypeError(f"Fit {name!r} is neither a fitted RVR/RVC nor an rvm_ppl InferenceData.")
+            raise TypeError(f"Fit {name!r} is neither a fitted RVR/RVC nor an rvm_ppl "
+                            "InferenceData.")
         out[name] = idata
     return out
 
@@ -269,7 +271,8 @@ def compare_to_reference(fits, reference="nuts", hdi_prob=0.94):
                 continue
             draws = post.get(b)
             if draws is None and in_model[b]:  # pragma: no cover - inconsistent InferenceData
-                raise ValueError(f"Fit {name!r}: basis {b} is in the model but not in the posterior.")
+                raise ValueError(f"Fit {name!r}: basis {b} is in the model but not in the "
+                                 "posterior.")
             rows.append(_row(name, "log10_alpha", b, ref_post[b], draws, hdi_prob, point))
         if "beta" in ref.posterior and "beta" in idata.posterior:
             rows.append(_row(name, "log10_beta", "-",
@@ -309,8 +312,9 @@ def compare_predictive(estimators, X_test, reference="nuts"):
         mean, sd = est.predict(X_test, return_std=True)
         shift = np.abs(mean - mean_r) / sd_r
         lr = np.log(sd / sd_r)
-        rows[name] = dict(mean_shift_sd=float(shift.mean()), max_mean_shift_sd=float(shift.max()),
-                          log_sd_ratio=float(lr.mean()), max_abs_log_sd_ratio=float(np.abs(lr).max()))
+        rows[name] = dict(mean_shift_sd=float(shift.mean()),
+                          max_mean_shift_sd=float(shift.max()), log_sd_ratio=float(lr.mean()),
+                          max_abs_log_sd_ratio=float(np.abs(lr).max()))
     return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
 
 
@@ -554,7 +558,7 @@ def _q_advi(fit, rng, S):
 
 
 def _khat_inputs(fit, Phi, y, priors):
-    """InferenceData, design matrix, targets and hyperpriors of a fit (estimator or InferenceData)."""
+    """Return the InferenceData, design matrix, targets and hyperpriors of a fit."""
     from ._priors import scale_priors
 
     idata = getattr(fit, "idata_", fit)
@@ -688,7 +692,9 @@ def loo_table(fits, X_test=None, y_test=None):
     if missing:
         raise ValueError(f"Fits {missing} have no log_likelihood group (fit with fewer draws).")
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # flagged in the table instead
+        # LOO's high-k warning is flagged in the table instead; ArviZ 0.23's
+        # compare also triggers a pandas deprecation warning of its own.
+        warnings.simplefilter("ignore")
         table = az.compare(idatas, ic="loo")
         ks = {k: np.asarray(az.loo(v, pointwise=True).pareto_k).ravel() for k, v in idatas.items()}
     table["n_k_gt_0.7"] = [int((ks[k] > LOO_K_MAX).sum()) for k in table.index]
