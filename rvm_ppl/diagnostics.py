@@ -519,7 +519,7 @@ def _log_gamma_in_log_space(x, shape, rate):
     return shape * np.log(rate) - special.gammaln(shape) + shape * x - rate * np.exp(x)
 
 
-def _q_vb(fit, rng, S):
+def _q_vb(fit, rng, S, keep):
     """Draws of ``(log alpha, log beta)`` from vb's ``Q(alpha) Q(beta)`` and their log density.
 
     Every candidate's ``Q(alpha_m)`` is used, pruned or not: vb keeps a
@@ -527,8 +527,8 @@ def _q_vb(fit, rng, S):
     leaves out of its active set, and that is its approximation of the
     same model NUTS samples, with all ``M`` bases.
     """
-    shape = np.asarray(fit["alpha_shape"].values, dtype=float)
-    rate = np.asarray(fit["alpha_rate"].values, dtype=float)
+    shape = np.asarray(fit["alpha_shape"].values, dtype=float)[keep]
+    rate = np.asarray(fit["alpha_rate"].values, dtype=float)[keep]
     c, d = float(fit["beta_shape"]), float(fit["beta_rate"])
     la = np.log(rng.gamma(shape, 1.0 / rate, size=(S, shape.size)))
     lb = np.log(rng.gamma(c, 1.0 / d, size=S))
@@ -536,7 +536,7 @@ def _q_vb(fit, rng, S):
     return la, lb, logq
 
 
-def _q_advi(fit, rng, S):
+def _q_advi(fit, rng, S, keep):
     """Draws of ``(log alpha, log beta)`` from ADVI's mean-field Gaussian and their log density.
 
     ADVI's Gaussian also has a factor for ``w_std``, but in the marginal
@@ -549,7 +549,8 @@ def _q_advi(fit, rng, S):
     """
     from scipy import stats
 
-    m, s = (np.asarray(fit[k].values, dtype=float) for k in ("q_mean_log_alpha", "q_sd_log_alpha"))
+    m, s = (np.asarray(fit[k].values, dtype=float)[keep]
+            for k in ("q_mean_log_alpha", "q_sd_log_alpha"))
     mb, sb = float(fit["q_mean_log_beta"]), float(fit["q_sd_log_beta"])
     la = m + s * rng.standard_normal((S, m.size))
     lb = mb + sb * rng.standard_normal(S)
@@ -582,8 +583,8 @@ def _khat_inputs(fit, Phi, y, priors):
     return idata, np.asarray(Phi, dtype=float), np.asarray(y, dtype=float), priors
 
 
-def pareto_khat(fit, *, Phi=None, y=None, priors=None, n_draws=4000, random_state=None,
-                warn=True):
+def pareto_khat(fit, *, Phi=None, y=None, priors=None, bases="all", n_draws=4000,
+                random_state=None, warn=True):
     """Pareto k-hat of a vb or advi regression fit (Yao, Vehtari, Simpson & Gelman 2018).
 
     Draws ``theta = (log alpha, log beta)`` from the approximation ``q``,
@@ -606,6 +607,14 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, n_draws=4000, random_stat
     priors : dict, optional
         ``a, b, c, d`` in the units of ``y``; by default the estimator's,
         scaled as the fit used them (:func:`rvm_ppl.model.scale_priors`).
+    bases : {"all", "kept"}
+        ``"all"`` (default) judges ``q`` as an approximation of the model
+        with every candidate basis, the one NUTS samples; for vb, ``q``
+        then includes the ``Q(alpha_m)`` of the bases it pruned (stored in
+        ``fit.alpha_shape``/``alpha_rate``). ``"kept"`` judges ``q`` on the
+        bases the fit keeps, against the model in which the pruned ones
+        are removed (``alpha = inf``): whether vb is good on the model it
+        chose, not whether the choice was right. Both are the same for advi.
     n_draws : int
     random_state : int, Generator or None
     warn : bool
@@ -613,8 +622,8 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, n_draws=4000, random_stat
     Returns
     -------
     PSISResult
-        ``q_mean`` and ``psis_mean`` hold ``log_alpha`` (M,) and ``log_beta``
-        (natural logs).
+        ``q_mean`` and ``psis_mean`` hold ``log_alpha`` (one per basis
+        judged, in candidate order) and ``log_beta`` (natural logs).
 
     Raises
     ------
@@ -637,8 +646,13 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, n_draws=4000, random_stat
     if Phi.shape[1] != idata.relevance.sizes["basis"]:
         raise ValueError(f"Phi has {Phi.shape[1]} columns; the fit has "
                          f"{idata.relevance.sizes['basis']} candidate bases.")
+    if bases not in ("all", "kept"):
+        raise ValueError(f"bases must be 'all' or 'kept'; got {bases!r}.")
+    keep = (np.asarray(idata.relevance["in_model"].values, dtype=bool) if bases == "kept"
+            else np.ones(Phi.shape[1], dtype=bool))
+    Phi = Phi[:, keep]
     rng = np.random.default_rng(random_state)
-    la, lb, logq = (_q_vb if method == "vb" else _q_advi)(idata.fit, rng, n_draws)
+    la, lb, logq = (_q_vb if method == "vb" else _q_advi)(idata.fit, rng, n_draws, keep)
     logp = log_joint_hyper(Phi, y, la, lb, priors)
     return psis_khat(logp, logq, {"log_alpha": la, "log_beta": lb}, warn=warn,
                      what=f"the {method} fit")

@@ -341,3 +341,29 @@ def test_summary_table_on_tiny_real_fits(sinc30):
     pred = compare_predictive(fits, Xt)
     assert list(pred.index) == ["evidence", "vb", "advi"]
     assert (pred["mean_shift_sd"] < 1.0).all()  # all four agree on noisy sinc
+
+
+def test_pareto_khat_on_the_kept_bases_only():
+    """bases='kept' judges q on the model without the pruned bases: the same
+    computation as dropping those columns and Q factors by hand."""
+    X, y = make_sinc(30, random_state=0)
+    vb = RVR(gamma=1 / 9, random_state=0, draws=50).fit(X, y, method="vb")
+    kept = np.asarray(vb.idata_.relevance["in_model"].values)
+    assert 0 < kept.sum() < kept.size
+    res = pareto_khat(vb, bases="kept", n_draws=300, random_state=0, warn=False)
+    assert res.q_mean["log_alpha"].shape == (kept.sum(),)
+    fit = vb.idata_.fit
+    rng = np.random.default_rng(0)
+    shape, rate = fit["alpha_shape"].values[kept], fit["alpha_rate"].values[kept]
+    la = np.log(rng.gamma(shape, 1 / rate, size=(300, kept.sum())))
+    lb = np.log(rng.gamma(float(fit["beta_shape"]), 1 / float(fit["beta_rate"]), size=300))
+    log_q = (stats.loggamma.logpdf(la, shape, scale=1.0, loc=-np.log(rate)).sum(axis=1)
+             + stats.loggamma.logpdf(lb, float(fit["beta_shape"]),
+                                     loc=-np.log(float(fit["beta_rate"]))))
+    from rvm_ppl.model import scale_priors
+
+    Phi = vb._design(X, np.flatnonzero(kept))
+    log_p = log_joint_hyper(Phi, y, la, lb, scale_priors(None, np.std(y)))
+    np.testing.assert_allclose(res.log_ratios, log_p - log_q, rtol=1e-9)
+    with pytest.raises(ValueError, match="bases"):
+        pareto_khat(vb, bases="some")
