@@ -58,6 +58,7 @@ __all__ = [
     "compare_predictive",
     "compare_to_reference",
     "hdi_coverage",
+    "heldout_lpd",
     "khat_diagnosis",
     "log_joint_hyper",
     "loo_table",
@@ -662,12 +663,23 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, bases="all", n_draws=4000
 # 3. Predictive comparison
 # --------------------------------------------------------------------------
 def heldout_lpd(estimator, X_test, y_test):
-    """Held-out log predictive density ``sum_n log p(y_n | data)`` of a regression fit.
+    """Held-out log predictive density ``sum_n log p(y_n | data)``.
 
-    From the posterior draws of ``w`` and ``beta`` in ``idata_``:
-    ``log mean_s N(y_n | phi_n^T w_s, 1/beta_s + v_n)``, where ``v_n`` is the
-    variance of the weights a vb fit left out of its model (0 otherwise).
+    Regression (RVR): from the posterior draws of ``w`` and ``beta`` in
+    ``idata_``, ``log mean_s N(y_n | phi_n^T w_s, 1/beta_s + v_n)``, where
+    ``v_n`` is the variance of the weights a vb fit left out of its model (0
+    otherwise). Classification (RVC): ``log`` of the estimator's
+    ``predict_proba`` at the true class (moderated for evidence and vb,
+    averaged over the draws for advi and nuts).
     """
+    if hasattr(estimator, "predict_proba"):
+        P = estimator.predict_proba(X_test)
+        idx = np.searchsorted(estimator.classes_, np.asarray(y_test))
+        if (idx >= len(estimator.classes_)).any() or \
+                (estimator.classes_[np.minimum(idx, len(estimator.classes_) - 1)]
+                 != np.asarray(y_test)).any():
+            raise ValueError("y_test holds labels the classifier was not fitted on.")
+        return float(np.sum(np.log(P[np.arange(len(idx)), idx])))
     idata = estimator.idata_
     r = estimator.result_
     X_test = np.asarray(X_test, dtype=float)
@@ -783,10 +795,10 @@ def summary_table(fits, reference="nuts", X_test=None, y_test=None, *, fit_times
             row["w1_log10_beta"] = float(b["w1"].iloc[0]) if len(b) else np.nan
             row["coverage_log10_beta"] = float(b["coverage"].iloc[0]) if len(b) else np.nan
         else:
-            row.update(w1_log10_alpha=0.0 if name == reference else np.nan,
-                       coverage_log10_alpha=np.nan, n_pruned=0,
-                       w1_log10_beta=0.0 if name == reference else np.nan,
-                       coverage_log10_beta=np.nan)
+            is_ref = name == reference
+            row.update(w1_log10_alpha=0.0 if is_ref else np.nan, coverage_log10_alpha=np.nan,
+                       n_pruned=0, w1_log10_beta=0.0 if is_ref and "beta" in idata.posterior
+                       else np.nan, coverage_log10_beta=np.nan)
         row["elpd_loo"] = float(loo.loc[name, "elpd_loo"])
         row["elpd_loo_se"] = float(loo.loc[name, "se"])
         row["n_loo_k_gt_0.7"] = int(loo.loc[name, "n_k_gt_0.7"])

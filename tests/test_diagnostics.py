@@ -367,3 +367,22 @@ def test_pareto_khat_on_the_kept_bases_only():
     np.testing.assert_allclose(res.log_ratios, log_p - log_q, rtol=1e-9)
     with pytest.raises(ValueError, match="bases"):
         pareto_khat(vb, bases="some")
+
+
+def test_classifier_tables_and_heldout_density():
+    """RVC fits: no beta rows, the held-out density is log predict_proba at the truth."""
+    from rvm_ppl.diagnostics import heldout_lpd
+
+    X, y = make_ripley(60, random_state=0)
+    Xt, yt = make_ripley(100, random_state=1)
+    fits = {m: RVC(gamma=4, draws=100, random_state=0).fit(X, y, method=m)
+            for m in ("evidence", "vb")}
+    P = fits["vb"].predict_proba(Xt)
+    assert heldout_lpd(fits["vb"], Xt, yt) == pytest.approx(
+        np.log(P[np.arange(len(yt)), yt.astype(int)]).sum())
+    with pytest.raises(ValueError, match="labels"):
+        heldout_lpd(fits["vb"], Xt, yt + 5)
+    table = summary_table(fits, reference="vb", X_test=Xt, y_test=yt)
+    assert np.isnan(table["w1_log10_beta"]).all() and np.isnan(table["khat"]).all()
+    assert np.isfinite(table["test_lpd"]).all()
+    assert table.loc["evidence", "w1_log10_alpha"] > 0
