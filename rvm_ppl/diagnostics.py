@@ -44,13 +44,13 @@ vb's 34-36 %. ``log10 beta`` is close for all (W1 0.005-0.019 for vb and
 advi, 0.055 for evidence). Pareto k-hat is far above 0.7 for every fit:
 vb 2.8-3.6 (1.1-1.8 on the bases it keeps, seed 0), advi 1.4-2.2, with 1-10
 effective draws out of 1 000-16 000; a Gaussian fitted to NUTS's own draws
-of the 102 hyperparameters gives 2.0 too. The joint posterior of the
+of the 102 hyperparameters gives 2.0 too (seed 0). The joint posterior of the
 ``log alpha`` (nearly flat up to the hyperprior's cut-off, then falling
 sharply) is too far from a product of Gaussians or Gammas for importance
 sampling, so the PSIS-corrected means are noise here (advi's median
 distance of the ``log alpha`` means to NUTS's grows from 0.30-0.35 to
-2.0-3.2). Read
-k-hat as the verdict on the joint, and the distances for the marginals.
+2.0-3.2). Read k-hat as the verdict on the joint, and the distances for
+the marginals.
 
 A point estimate (the evidence method's ``alpha`` and ``beta``) is a
 sample of one value: its HDI is that value, which covers a continuous
