@@ -401,8 +401,8 @@ class PSISResult:
     ess : float
         Effective sample size of the smoothed weights, ``1 / sum w^2``.
     q_mean, psis_mean : dict
-        ``name -> array``: the approximation's mean of each parameter and the
-        PSIS-corrected (importance-weighted) mean.
+        ``name -> array``: the mean of each parameter over the draws from
+        ``q`` and the PSIS-corrected (importance-weighted) mean.
     log_ratios : ndarray of shape (n_draws,)
         ``log p(theta, y) - log q(theta)`` at the draws.
     """
