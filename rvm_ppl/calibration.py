@@ -36,8 +36,8 @@ transition in any run). advi's ``p`` are symmetric (KS p >= 0.33, mean
 (mean 0.549, p = 0.016): Q(beta) sits slightly below the truth, i.e. it
 overestimates the noise. The evidence point estimate of alpha lies above
 the truth in 73-75 % of the replications (binomial p < 1e-10): type-II
-maximisation shrinks the weights; its beta is below the truth in 42.5 %
-(p = 0.04).
+maximisation shrinks the weights; its beta is below the truth in 57.5 %
+(p = 0.04), overestimating the noise.
 
 The fits use the hyperprior in the units of ``y`` exactly: the sampling
 methods take it as given (:func:`rvm_ppl.model.build_model`) and the
