@@ -15,6 +15,15 @@ from .estimators import RVC, RVR
 from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
 from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
 from .sampling import fit_advi, fit_nuts
+from .diagnostics import (
+    ApproximationWarning,
+    compare_predictive,
+    compare_to_reference,
+    loo_table,
+    pareto_khat,
+    plot_distance,
+    summary_table,
+)
 
 try:
     __version__ = version("rvm_ppl")
@@ -33,6 +42,13 @@ __all__ = [
     "build_model",
     "fit_nuts",
     "fit_advi",
+    "compare_to_reference",
+    "compare_predictive",
+    "pareto_khat",
+    "ApproximationWarning",
+    "loo_table",
+    "summary_table",
+    "plot_distance",
     "BERNOULLI_PRIORS",
     "DEFAULT_PRIORS",
     "__version__",

@@ -30,7 +30,8 @@ Relevance rules
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -362,5 +363,9 @@ def fit(method, basis, y, *, blas_threads=1, **kwargs):
         fitter = _FIT_METHODS[method]
     except (KeyError, TypeError):
         raise ValueError(f"Unknown method {method!r}; expected one of {sorted(_FIT_METHODS)}.") from None
+    start = time.perf_counter()
     with blas_limit(blas_threads):
-        return fitter(basis, y, **kwargs)
+        result = fitter(basis, y, **kwargs)
+    if "wall_time_s" in result.stats:  # the sampling methods time themselves
+        return result
+    return replace(result, stats={**result.stats, "wall_time_s": time.perf_counter() - start})
