@@ -85,7 +85,7 @@ def _summary(models, seconds, X_test, y_test):
 
     def cell(v):
         if isinstance(v, float):
-            return "–" if np.isnan(v) else f"{v:.3g}"
+            return "–" if np.isnan(v) else f"{v:.4g}"
         return str(v) or "–"
 
     return _table(["method", *columns], [
