@@ -514,6 +514,20 @@ def fit_evidence_bernoulli(
     blocked = {}  # candidate -> basis in the model it duplicates
     counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "cycling": 0, "modes": 1}
     best_seen, since_best = (state.logml, state, list(active), alpha), 0
+
+    def new_mode(mu_start):
+        """Find the mode of the current model from ``mu_start`` and record its evidence."""
+        nonlocal ill, best_seen, since_best
+        found = _Laplace(basis, scale, t, cols, alpha, mu_start)
+        counts["modes"] += 1
+        ill |= found.ill
+        trace.append(found.logml)
+        if found.logml > best_seen[0] + STALL_GAIN:
+            best_seen, since_best = (found.logml, found, list(active), alpha), 0
+        else:
+            since_best += 1
+        return found
+
     converged = False
     stale = 0  # steps taken with B frozen since the last mode search
     it = 0
@@ -522,15 +536,8 @@ def fit_evidence_bernoulli(
         if stale and (d.terminate or d.action == ADD or stale >= FROZEN_MAX):
             # The mode has moved under the frozen steps: re-find it (warm
             # started at the linearised mode) and decide again.
-            state = _Laplace(basis, scale, t, cols, alpha, state.mu)
-            counts["modes"] += 1
+            state = new_mode(state.mu)
             stale = 0
-            ill |= state.ill
-            trace.append(state.logml)
-            if state.logml > best_seen[0] + STALL_GAIN:
-                best_seen, since_best = (state.logml, state, list(active), alpha), 0
-            else:
-                since_best += 1
             d = _choose(state, active, alpha, blocked, tol)
         if d.terminate:
             converged = True
@@ -600,14 +607,7 @@ def fit_evidence_bernoulli(
             # Candidates blocked by the deleted basis become eligible again.
             blocked = {c: j for c, j in blocked.items() if j != best}
         counts[d.action] += 1
-        state = _Laplace(basis, scale, t, cols, alpha, mu)
-        counts["modes"] += 1
-        ill |= state.ill
-        trace.append(state.logml)
-        if state.logml > best_seen[0] + STALL_GAIN:
-            best_seen, since_best = (state.logml, state, list(active), alpha), 0
-        else:
-            since_best += 1
+        state = new_mode(mu)
         if callback is not None:
             callback(it, d.action, best, state.logml)
     else:
