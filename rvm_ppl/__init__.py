@@ -11,10 +11,6 @@ changed) by hand.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .estimators import RVC, RVR
-from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
-from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
-from .sampling import fit_advi, fit_nuts
 from .diagnostics import (
     ApproximationWarning,
     compare_predictive,
@@ -24,6 +20,10 @@ from .diagnostics import (
     plot_distance,
     summary_table,
 )
+from .estimators import RVC, RVR
+from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
+from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
+from .sampling import fit_advi, fit_nuts
 
 try:
     __version__ = version("rvm_ppl")

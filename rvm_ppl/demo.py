@@ -25,7 +25,6 @@ import time
 import warnings
 from pathlib import Path
 
-
 METHODS = ("evidence", "vb", "advi", "nuts")
 
 

@@ -19,15 +19,15 @@ from numbers import Integral, Real
 import numpy as np
 from scipy.special import expit
 from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin, _fit_context, clone
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._basis import DenseBasis, LowRankKernelBasis, kernel_basis
+from ._idata import to_idata
 from .augment import rvm_star_predict
 from .evidence_laplace import predict_proba_moderated
-from ._idata import to_idata
 from .inference import _FIT_METHODS, DEFAULT_MAX_ITER, DEFAULT_TOL, FitResult, fit_evidence_scales
 from .inference import fit as _fit
 from .kernels import KERNEL_NAMES, RBF, Kernel, basis_labels, make_kernel

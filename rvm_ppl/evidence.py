@@ -43,7 +43,6 @@ from ._basis import DenseBasis, KernelBasis
 from ._linalg import (
     cho_covariance,
     cho_logdet,
-    cho_solve,
     cholesky_jittered,
     solve_lower,
     solve_lower_t_right,

@@ -55,7 +55,6 @@ from ._linalg import (
     cho_logdet,
     cho_solve,
     cholesky_jittered,
-    solve_lower,
     solve_lower_t_right,
 )
 from .evidence import (
