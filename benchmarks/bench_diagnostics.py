@@ -1,12 +1,17 @@
-"""Did the approximations work? The diagnostics of rvm_ppl.diagnostics on noisy sinc.
+"""Did the approximations work? The diagnostics of rvm_ppl.diagnostics on sinc and Ripley.
 
-    python benchmarks/bench_diagnostics.py                 # N = 100, seed 0
+    python benchmarks/bench_diagnostics.py                 # noisy sinc, N = 100, seed 0
     python benchmarks/bench_diagnostics.py --n 100 --seeds 0 1 2 --reps 2
+    python benchmarks/bench_diagnostics.py --problem ripley --seeds 0 1
 
-Noisy sinc (``make_sinc(N, random_state=seed)``), ``RVR(gamma=1/9,
-random_state=seed)`` with the estimator's defaults (4 chains x 1000 draws
-for nuts, 1000 draws from every closed-form posterior), fitted by evidence,
-vb, advi and nuts. Test data: ``make_sinc(1000, random_state=seed + 1)``.
+``sinc``: noisy sinc (``make_sinc(N, random_state=seed)``), ``RVR(gamma=1/9,
+random_state=seed)``; test data ``make_sinc(1000, random_state=seed + 1)``.
+``ripley``: ``N`` of the 250 training points of Ripley's synthetic data
+(``load_ripley``; the subset drawn by ``default_rng(seed)``, as the demo
+does), ``RVC(gamma=4, random_state=seed)``; test data its 1000 test points.
+Both with the estimator's defaults (4 chains x 1000 draws for nuts, 1000
+draws from every closed-form posterior), fitted by evidence, vb, advi and
+nuts.
 
 Tables, per seed:
 
@@ -18,10 +23,13 @@ Tables, per seed:
 2. k-hat of vb and advi for several numbers of draws from q and seeds of
    those draws, with the effective sample size of the smoothed weights; for
    vb also on the bases it kept only (``bases="kept"``).
-3. What PSIS changes: q's mean of log beta and of log alpha on the bases
-   the evidence fit keeps, the PSIS-corrected mean, and NUTS's mean.
-4. ``compare_predictive``: predictive mean and sd at the test inputs
-   against NUTS's.
+3. What PSIS changes: q's mean of log beta (regression) and of log alpha on
+   the bases the evidence fit keeps, the PSIS-corrected mean, and NUTS's
+   mean. For the classifier both means of log alpha are the model's
+   ``E[log alpha | w]`` averaged over q's draws of ``w``, unweighted and
+   PSIS-weighted (:func:`rvm_ppl.diagnostics.pareto_khat`).
+4. ``compare_predictive`` (regression): predictive mean and sd at the test
+   inputs against NUTS's.
 
 Times were taken on a shared 2-core machine with one BLAS thread.
 """
@@ -55,28 +63,39 @@ def _fmt(v, digits=4):
 def main():
     from _common import print_table
 
-    from rvm_ppl import RVR
-    from rvm_ppl.datasets import make_sinc
+    from rvm_ppl import RVC, RVR
+    from rvm_ppl.datasets import load_ripley, make_sinc
     from rvm_ppl.diagnostics import compare_predictive, pareto_khat, summary_table
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--problem", choices=("sinc", "ripley"), default="sinc")
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--reps", type=int, default=2)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
+    regression = args.problem == "sinc"
     for seed in args.seeds:
-        X, y = make_sinc(args.n, random_state=seed)
-        Xt, yt = make_sinc(1000, random_state=seed + 1)
+        if regression:
+            X, y = make_sinc(args.n, random_state=seed)
+            Xt, yt = make_sinc(1000, random_state=seed + 1)
+            title = f"noisy sinc, N = {args.n}, seed {seed}"
+        else:
+            X, y, Xt, yt = load_ripley()
+            idx = np.random.default_rng(seed).choice(len(y), args.n, replace=False)
+            X, y = X[idx], y[idx]
+            title = f"Ripley, {args.n} training points, seed {seed}"
         fits, times = {}, {}
         for m in METHODS:
             best = np.inf
             for _ in range(args.reps if m in ("evidence", "vb") else 1):
                 t0 = time.perf_counter()
-                est = RVR(gamma=1 / 9, random_state=seed).fit(X, y, method=m)
+                est = (RVR(gamma=1 / 9, random_state=seed) if regression
+                       else RVC(gamma=4.0, random_state=seed, progressbar=False))
+                est.fit(X, y, method=m)
                 best = min(best, time.perf_counter() - t0)
             fits[m], times[m] = est, best
-        print(f"## noisy sinc, N = {args.n}, seed {seed}\n")
+        print(f"## {title}\n")
         table = summary_table(fits, X_test=Xt, y_test=yt, fit_times=times)
         cols = list(table.columns)
         print_table(["method", *cols], [[m, *(_fmt(table.loc[m, c]) for c in cols)]
@@ -95,12 +114,13 @@ def main():
         rel = np.asarray(fits["evidence"].idata_.relevance["in_model"].values)
         labels = [str(b) for b in nuts.relevance["basis"].values]
         la_nuts = np.log(nuts.posterior["alpha"].values).reshape(-1, len(labels)).mean(axis=0)
-        lb_nuts = float(np.log(nuts.posterior["beta"].values).mean())
         rows = []
         for m in ("vb", "advi"):
             r = pareto_khat(fits[m], n_draws=4000, random_state=0, warn=False)
-            rows.append([m, "log beta", _fmt(r.q_mean["log_beta"], 4),
-                         _fmt(r.psis_mean["log_beta"], 4), _fmt(lb_nuts, 4)])
+            if regression:
+                lb_nuts = float(np.log(nuts.posterior["beta"].values).mean())
+                rows.append([m, "log beta", _fmt(r.q_mean["log_beta"], 4),
+                             _fmt(r.psis_mean["log_beta"], 4), _fmt(lb_nuts, 4)])
             for j in np.flatnonzero(rel):
                 rows.append([m, f"log alpha [{labels[j]}]", _fmt(r.q_mean["log_alpha"][j]),
                              _fmt(r.psis_mean["log_alpha"][j]), _fmt(la_nuts[j])])
@@ -110,6 +130,8 @@ def main():
                          _fmt(np.median(d_p)), "0"])
         print_table(["method", "parameter (natural log)", "q mean", "PSIS mean", "NUTS mean"],
                     rows)
+        if not regression:
+            continue
         pred = compare_predictive(fits, Xt)
         print_table(["method", *pred.columns],
                     [[m, *(_fmt(v) for v in pred.loc[m])] for m in pred.index])

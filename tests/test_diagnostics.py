@@ -24,6 +24,7 @@ from rvm_ppl.diagnostics import (
     hdi_coverage,
     khat_diagnosis,
     log_joint_hyper,
+    log_joint_weights,
     loo_table,
     pareto_khat,
     plot_distance,
@@ -280,8 +281,98 @@ def test_pareto_khat_on_a_vb_fit_and_refusals():
         pareto_khat(vb.idata_)
     Xc, yc = make_ripley(40, random_state=0)
     rvc = RVC(gamma=4, draws=20).fit(Xc, yc, method="evidence")
-    with pytest.raises(ValueError, match="regression"):
+    with pytest.raises(ValueError, match="variational"):
         pareto_khat(rvc)
+
+
+# -- 2b. k-hat of the classifier --------------------------------------------
+def test_log_joint_weights_matches_quadrature_over_alpha(rng):
+    """The Student-t prior is the Gamma mixture of N(0, 1/alpha), integrated numerically."""
+    from scipy import integrate
+
+    Phi = rng.normal(size=(12, 2))
+    y = (rng.random(12) < 0.5).astype(float)
+    w = np.array([[0.3, -1.7], [2.5, 0.05]])
+    p = {"a": 3.0, "b": 2.0}
+
+    def log_prior(wm):
+        def f(alpha):
+            return stats.norm.pdf(wm, 0.0, alpha**-0.5) * stats.gamma.pdf(alpha, p["a"],
+                                                                           scale=1 / p["b"])
+        return np.log(integrate.quad(f, 0.0, np.inf, epsabs=0, epsrel=1e-11)[0])
+
+    for ws, got in zip(w, log_joint_weights(Phi, y, w, p)):
+        prob = special.expit(Phi @ ws)
+        brute = np.sum(np.log(np.where(y == 1, prob, 1 - prob))) + sum(map(log_prior, ws))
+        assert got == pytest.approx(brute, rel=1e-9)
+
+
+def _one_weight_classifier(rng):
+    """One basis, 60 labels: the exact posterior of u = asinh(w / sqrt(2 b)) on a grid."""
+    x = rng.normal(size=60)
+    Phi = x[:, None]
+    y = (rng.random(60) < special.expit(1.5 * x)).astype(float)
+    p = {"a": 3.0, "b": 2.0}
+    c = np.sqrt(2 * p["b"])
+    u = np.linspace(-4.0, 4.0, 4001)
+    logp = log_joint_weights(Phi, y, c * np.sinh(u)[:, None], p) + np.log(c * np.cosh(u))
+    prob = np.exp(logp - special.logsumexp(logp))
+    m = (prob * u).sum()
+    return Phi, y, p, m, np.sqrt((prob * (u - m) ** 2).sum())
+
+
+def _advi_classifier(m, sd):
+    fit = xr.Dataset({"q_mean_scaled_asinh_w": (("candidate",), [m]),
+                      "q_sd_scaled_asinh_w": (("candidate",), [sd])},
+                     coords={"candidate": ["x_0"]})
+    return _idata("advi", np.ones((1, 5, 1)), np.ones((1, 5)), ["x_0"], fit=fit,
+                  likelihood="bernoulli")
+
+
+def test_classifier_khat_good_for_a_wide_q_bad_for_a_narrow_one(rng):
+    """A Gaussian on u a quarter wider than the posterior (the ratio p/q is
+    then bounded) is good; one five times narrower is unreliable."""
+    Phi, y, p, m, sd = _one_weight_classifier(rng)
+    good = pareto_khat(_advi_classifier(m, 1.25 * sd), Phi=Phi, y=y, priors=p, n_draws=4000,
+                       random_state=0)
+    assert good.khat < 0.5 and good.diagnosis == "good" and good.ess > 0.7 * good.n_draws
+    with pytest.warns(ApproximationWarning, match="unreliable"):
+        bad = pareto_khat(_advi_classifier(m, sd / 5), Phi=Phi, y=y, priors=p, n_draws=4000,
+                          random_state=0)
+    assert bad.khat > 0.7 and bad.ess < 0.2 * bad.n_draws
+    # The corrected mean of log alpha is E[log alpha | w] averaged over the posterior.
+    c = np.sqrt(2 * p["b"])
+    u = np.linspace(-4.0, 4.0, 4001)
+    w = c * np.sinh(u)
+    logp = log_joint_weights(Phi, y, w[:, None], p) + np.log(c * np.cosh(u))
+    prob = np.exp(logp - special.logsumexp(logp))
+    exact = (prob * (special.digamma(p["a"] + 0.5) - np.log(p["b"] + w**2 / 2))).sum()
+    assert good.psis_mean["log_alpha"][0] == pytest.approx(exact, abs=0.02)
+    assert bad.psis_mean["log_alpha"][0] != pytest.approx(bad.q_mean["log_alpha"][0], abs=1e-3)
+
+
+def test_classifier_khat_of_vb_uses_its_gaussian_and_its_pruned_factors():
+    X, y = make_ripley(60, random_state=1)
+    vb = RVC(gamma=4, draws=20, progressbar=False).fit(X, y, method="vb")
+    res = pareto_khat(vb, n_draws=500, random_state=0, warn=False)
+    kept = pareto_khat(vb, bases="kept", n_draws=500, random_state=0, warn=False)
+    assert res.q_mean["w"].shape == (61,) and kept.q_mean["w"].shape == (len(vb.active_[0]),)
+    # q's mean of w is vb's: the Gaussian's mean in the model, 0 outside it.
+    np.testing.assert_allclose(kept.q_mean["w"], vb.coef_[0, vb.active_[0]],
+                               atol=5 * np.sqrt(np.diag(vb.sigma_[0]).max() / 500))
+    outside = np.setdiff1d(np.arange(61), vb.active_[0])
+    assert np.abs(res.q_mean["w"][outside]).max() < 0.1
+    # The estimator's inputs equal the explicit ones (vb's hyperprior is the package default).
+    from rvm_ppl.model import resolve_priors
+
+    again = pareto_khat(vb.idata_, Phi=vb._design(X, np.arange(61)), y=(vb.y_codes_ == 1),
+                        priors=resolve_priors(None), n_draws=500, random_state=0, warn=False)
+    assert again.khat == pytest.approx(res.khat)
+    X3 = np.vstack([X, X[:20] + 3.0])
+    y3 = np.r_[y, np.full(20, 2)]
+    ovr = RVC(gamma=4, draws=20).fit(X3, y3, method="vb")
+    with pytest.raises(ValueError, match="one binary classifier"):
+        pareto_khat(ovr)
 
 
 # -- 3. LOO ----------------------------------------------------------------
@@ -382,7 +473,9 @@ def test_classifier_tables_and_heldout_density():
         np.log(P[np.arange(len(yt)), yt.astype(int)]).sum())
     with pytest.raises(ValueError, match="labels"):
         heldout_lpd(fits["vb"], Xt, yt + 5)
-    table = summary_table(fits, reference="vb", X_test=Xt, y_test=yt)
-    assert np.isnan(table["w1_log10_beta"]).all() and np.isnan(table["khat"]).all()
+    with pytest.warns(ApproximationWarning, match="vb fit"):
+        table = summary_table(fits, reference="vb", X_test=Xt, y_test=yt)
+    assert np.isnan(table["w1_log10_beta"]).all() and np.isnan(table.loc["evidence", "khat"])
+    assert table.loc["vb", "khat"] > 0.7 and table.loc["vb", "khat_diagnosis"] == "unreliable"
     assert np.isfinite(table["test_lpd"]).all()
     assert table.loc["evidence", "w1_log10_alpha"] > 0
