@@ -567,6 +567,45 @@ class _MedianLossConvergence:
             raise StopIteration(f"ADVI converged at iteration {i}: median loss {med:.6g}.")
 
 
+class _AdviProgress:
+    """PyMC callback: a progress bar for ADVI that ends full when the run stops.
+
+    ``pm.fit``'s own bar counts towards the iteration cap and stays where
+    the convergence test stopped it ("14%"). This one shows the iterations
+    run, the median loss of the last ``window`` and the time; when the fit
+    ends, early or not, its total becomes the iterations run (100 %).
+    """
+
+    def __init__(self, enabled, n_iter, window):
+        from rich.progress import (BarColumn, MofNCompleteColumn, Progress, TextColumn,
+                                   TimeElapsedColumn)
+
+        self.window = window
+        self.progress = Progress(
+            TextColumn("ADVI"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[loss]}"),
+            TimeElapsedColumn(), disable=not enabled,
+        )
+        self.task = self.progress.add_task("ADVI", total=n_iter, loss="")
+
+    def __enter__(self):
+        self.progress.start()
+        return self
+
+    def __call__(self, approx, losses, i):
+        if i % 100 == 0:
+            last = np.asarray(losses[-self.window:], dtype=float)
+            loss = (f"median loss {np.median(last[np.isfinite(last)]):,.5g}"
+                    if np.isfinite(last).any() else "")
+            self.progress.update(self.task, completed=i, loss=loss)
+
+    def finish(self, n_done, converged):
+        self.progress.update(self.task, total=n_done, completed=n_done,
+                             loss="converged" if converged else "stopped at the iteration cap")
+
+    def __exit__(self, *exc):
+        self.progress.stop()
+
+
 def _variational_parameters(approx, model):
     """Means and sds of the variational Gaussian, in unconstrained space, for the fit group."""
     dims = {model.rvs_to_values[rv].name: model.named_vars_to_dims.get(rv.name, ())
@@ -608,9 +647,10 @@ def advi_result(
     N = _data(model, "Phi").shape[0]
     rng, seed = _seeds(random_state)
     stop = _MedianLossConvergence(window, tol * N, patience)
+    bar = _AdviProgress(progressbar, n_iter, window)
     kwargs = dict(
-        n=n_iter, method=method, random_seed=seed, progressbar=progressbar,
-        obj_optimizer=pm.adam(learning_rate=learning_rate), callbacks=[stop],
+        n=n_iter, method=method, random_seed=seed, progressbar=False,
+        obj_optimizer=pm.adam(learning_rate=learning_rate), callbacks=[bar, stop],
     )
     kwargs.update(fit_kwargs)
 
@@ -624,8 +664,10 @@ def advi_result(
         stack.enter_context(pytensor.config.change_flags(mode=compile_mode))
         stack.enter_context(model)
         stack.enter_context(_quiet_compilation())
+        stack.enter_context(bar)
         try:
             approx = pm.fit(**kwargs)
+            bar.finish(len(approx.hist), stop.converged)
         except FloatingPointError as err:
             raise FloatingPointError(
                 f"ADVI diverged (NaN loss) in the {spec.parameterization!r} form; try a smaller "

@@ -326,3 +326,18 @@ def test_bernoulli_nuts_matches_quadrature_and_advi_is_close():
     assert va.attrs["parameterization"] == "marginal" and va.attrs["converged"]
     # mean field on asinh(w / c): a Gaussian in that scale, close to the exact mean
     np.testing.assert_allclose(va.fit["mean"].values, mean, atol=0.15)
+
+
+def test_advi_progress_bar_ends_full_when_the_fit_stops_early():
+    """PyMC's own bar counts towards the iteration cap and stays at, e.g., 14 %."""
+    from rvm_ppl.sampling import _AdviProgress
+
+    bar = _AdviProgress(False, 50_000, 1000)
+    with bar:
+        for i in range(1, 2501):
+            bar(None, np.full(i, 3.0), i)
+        assert bar.progress.tasks[0].completed == 2500
+        assert bar.progress.tasks[0].fields["loss"] == "median loss 3"
+        bar.finish(2500, converged=True)
+    task = bar.progress.tasks[0]
+    assert task.total == task.completed == 2500 and task.fields["loss"] == "converged"
