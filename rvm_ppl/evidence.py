@@ -47,6 +47,7 @@ from ._linalg import (
     solve_lower,
     solve_lower_t_right,
 )
+from ._progress import FitProgress
 
 # SparseBayes v2 control constants (Tipping & Faul 2003; SB2_ControlSettings).
 ZERO_FACTOR = 1e-12  # q^2 - s at or below this counts as "irrelevant"
@@ -958,9 +959,10 @@ def _unblock(model, j, blocker):
 
 
 class _Progress:
-    """Throttled progress messages through ``logging`` (see ``progress`` of the fitters)."""
+    """Throttled progress messages through ``logging`` (``progress`` of the fitters) and
+    a live line for long fits (``progressbar``; :class:`rvm_ppl._progress.FitProgress`)."""
 
-    def __init__(self, progress):
+    def __init__(self, progress, progressbar=False, label="evidence"):
         if isinstance(progress, bool) or progress is None:
             self.every = 2.0 if progress else None
         else:
@@ -969,8 +971,13 @@ class _Progress:
                 raise ValueError(f"progress must be a bool or a non-negative number of seconds; got {progress!r}.")
         self.start = self.last = time.perf_counter()
         self.logged = False
+        self.line = FitProgress(label, "log evidence", show=progressbar)
 
-    def __call__(self, it, model, *, final=False):
+    def __call__(self, it, model, *, final=False, converged=True):
+        if final:
+            self.line.finish(it, len(model.active), model.logml, converged)
+        else:
+            self.line.update(it, len(model.active), model.logml)
         if self.every is None:
             return
         now = time.perf_counter()
@@ -1012,6 +1019,7 @@ def fit_evidence_regression(
     callback=None,
     refresh="drift",
     progress=False,
+    progressbar=False,
 ):
     """Maximise the log evidence of a Gaussian RVM by the fast sequential algorithm.
 
@@ -1079,6 +1087,9 @@ def fit_evidence_regression(
         ``logging`` module (logger ``"rvm_ppl.evidence"``, level INFO) at
         most every ``progress`` seconds (``True``: every 2 s), and once at
         the end if any message was logged.
+    progressbar : bool
+        Show a live line (iteration, basis functions, log evidence) on
+        standard error once the fit has run two seconds.
 
     Returns
     -------
@@ -1087,7 +1098,7 @@ def fit_evidence_regression(
     if not (refresh == "drift" or (isinstance(refresh, (int, np.integer)) and not isinstance(refresh, bool)
                                    and refresh >= 1)):
         raise ValueError(f"refresh must be 'drift' or a positive integer; got {refresh!r}.")
-    report = _Progress(progress)
+    report = _Progress(progress, progressbar)
     priors = resolve_evidence_priors(priors)
     alpha_prior = priors is not None and (priors["a"] > 0 or priors["b"] > 0)
     c_d = (0.0, 0.0) if priors is None else (priors["c"], priors["d"])
@@ -1215,7 +1226,7 @@ def fit_evidence_regression(
             warn_not_converged(max_iter)
 
     model.load(model.full_statistics())
-    report(it, model, final=True)
+    report(it, model, final=True, converged=converged)
     return model.result(
         trace, it, converged, aligned=np.flatnonzero(blocker >= 0), counts=counts, priors=priors,
         objective_trace=objective_trace,

@@ -57,6 +57,7 @@ from ._linalg import (
     cholesky_jittered,
     solve_lower_t_right,
 )
+from ._progress import FitProgress
 from .evidence import (
     ADD,
     ALIGNMENT_MAX,
@@ -392,6 +393,7 @@ def fit_evidence_bernoulli(
     alignment_test=True,
     callback=None,
     frozen_steps=True,
+    progressbar=False,
 ):
     """Maximise the Laplace-approximated evidence of a Bernoulli RVM.
 
@@ -433,6 +435,9 @@ def fit_evidence_bernoulli(
         on fresh statistics. ``False`` re-finds the mode after every action
         (SparseBayes's ``PosteriorModeFrequency = 1``). ``counts["modes"]``
         reports the number of mode searches.
+    progressbar : bool
+        Show a live line (iteration, basis functions, log evidence) on
+        standard error once the fit has run two seconds.
 
     Returns
     -------
@@ -530,7 +535,9 @@ def fit_evidence_bernoulli(
     converged = False
     stale = 0  # steps taken with B frozen since the last mode search
     it = 0
+    line = FitProgress("evidence (Laplace)", "log evidence", show=progressbar)
     for it in range(1, max_iter + 1):
+        line.update(it, len(active), state.logml)
         d = _choose(state, active, alpha, blocked, tol)
         if stale and (d.terminate or d.action == ADD or stale >= FROZEN_MAX):
             # The mode has moved under the frozen steps: re-find it (warm
@@ -622,6 +629,7 @@ def fit_evidence_bernoulli(
         state = _Laplace(basis, scale, t, cols, alpha, state.mu, grad_tol=POLISH_GRADIENT)
         counts["modes"] += 1
         trace[-1] = state.logml
+    line.finish(it, len(active), state.logml, converged)
     if ill:
         warnings.warn(
             "Ill-conditioned Hessian of the log posterior during the evidence "

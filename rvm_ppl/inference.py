@@ -178,7 +178,7 @@ def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
 
 
 def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
-                 alignment_test, start, beta, fit_beta):
+                 alignment_test, start, beta, fit_beta, progressbar=False):
     """Type-II maximum likelihood.
 
     ``solver`` chooses the fast sequential algorithm of Tipping & Faul (2003)
@@ -187,6 +187,8 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     likelihood, the limit ``a = b = c = d -> 0`` of the model; with them, the
     posterior of ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A),
     the missing ones taken from :data:`rvm_ppl.model.DEFAULT_PRIORS`.
+    ``progressbar`` shows a live line for a fast fit that runs over two
+    seconds.
     """
     if solver not in ("fast", "full"):
         raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
@@ -198,7 +200,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
             raise ValueError("method='evidence' with a Bernoulli likelihood supports no "
                              "hyperpriors; leave priors=None.")
         res = fit_evidence_bernoulli(basis, y, start=start, max_iter=max_iter, tol=tol,
-                                     alignment_test=alignment_test)
+                                     alignment_test=alignment_test, progressbar=progressbar)
         return _evidence_result(res, labels, likelihood)
     if priors is not None:
         priors = resolve_priors(priors)
@@ -208,7 +210,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     if solver == "fast":
         res = fit_evidence_regression(
             basis, t, start=start, priors=priors, alignment_test=alignment_test, beta=beta,
-            fixed_beta=not fit_beta, max_iter=max_iter, tol=tol,
+            fixed_beta=not fit_beta, max_iter=max_iter, tol=tol, progressbar=progressbar,
         )
     else:
         if priors is not None:
@@ -220,7 +222,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
 
 
 def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, beta, eta0,
-                        bias, extra_basis, schedule):
+                        bias, extra_basis, schedule, progressbar=False):
     """Type-II maximum likelihood with one learned Gaussian-kernel scale per input.
 
     Tipping (2001), App. C (:func:`rvm_ppl.scales.fit_eta_rvm`). Returns the
@@ -233,11 +235,12 @@ def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, 
         X, y / scale, eta0=eta0, bias=bias, priors=priors, extra_basis=extra_basis,
         schedule=schedule, alpha_tol=tol, alignment_test=alignment_test,
         beta=None if beta is None else beta * scale**2, max_iter=max_iter,
+        progressbar=progressbar,
     )
     return _evidence_result(res, labels, "gaussian", scale, len(y)), np.asarray(eta), history
 
 
-def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol):
+def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol, progressbar=False):
     """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``.
 
     Fitted one basis function at a time (:mod:`rvm_ppl.variational`), so a
@@ -248,9 +251,11 @@ def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol):
         basis = DenseBasis(basis)
     if likelihood == "gaussian":
         scale = _target_scale(y)
-        res = fit_vb_regression(basis, y / scale, **p, max_iter=max_iter, tol=tol)
+        res = fit_vb_regression(basis, y / scale, **p, max_iter=max_iter, tol=tol,
+                                progressbar=progressbar)
         return _vb_result(res, labels, likelihood, scale, len(y))
-    res = fit_vb_classification(basis, y, a=p["a"], b=p["b"], max_iter=max_iter, tol=tol)
+    res = fit_vb_classification(basis, y, a=p["a"], b=p["b"], max_iter=max_iter, tol=tol,
+                                progressbar=progressbar)
     return _vb_result(res, labels, likelihood)
 
 

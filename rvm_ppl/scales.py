@@ -31,6 +31,7 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import minimize
 
+from ._progress import FitProgress
 from .evidence import MIN_DELTA_LOG_ALPHA, fit_evidence_regression, resolve_evidence_priors
 from .kernels import RBF
 
@@ -313,6 +314,7 @@ def fit_eta_rvm(
     alpha_tol=MIN_DELTA_LOG_ALPHA,
     alignment_test=True,
     callback=None,
+    progressbar=False,
 ):
     """Relevance vector regression with learned input scales (Tipping 2001, App. C).
 
@@ -386,6 +388,9 @@ def fit_eta_rvm(
         round 0 and in the final run.
     callback : callable, optional
         Called with each history record.
+    progressbar : bool
+        Show a live line (round, basis functions, log evidence) on standard
+        error once the fit has run two seconds.
 
     Returns
     -------
@@ -423,11 +428,14 @@ def fit_eta_rvm(
             warm_start=(previous.active, previous.alpha[previous.active]), **kw,
         )
 
+    line = FitProgress("eta-RVM", "log evidence", show=progressbar)
+
     def record(r, res, n_eval, t0):
         h = dict(round=r, eta=np.exp(log_eta), log_evidence=res.log_evidence,
                  objective=res.objective, n_active=int(res.active.size), n_eval=n_eval,
                  seconds=time.perf_counter() - t0)
         history.append(h)
+        line.update(r, h["n_active"], h["log_evidence"])
         if callback is not None:
             callback(h)
 
@@ -452,4 +460,5 @@ def fit_eta_rvm(
             break
     if not res.converged:
         res = alpha_step(log_eta, res, None)  # finish the alpha updates at the final eta
+    line.finish(len(history) - 1, int(res.active.size), res.log_evidence, res.converged)
     return res, np.exp(log_eta), history
