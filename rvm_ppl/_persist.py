@@ -76,6 +76,8 @@ def _with_state(est):
         data["y_codes"] = (("obs_fit",), est.y_codes_)
     if hasattr(est, "eta_"):
         data["eta"] = (("feature",), est.eta_)
+    if getattr(est, "joint_cov_", None) is not None:
+        data["joint_cov"] = (("weight", "weight_col"), est.joint_cov_)
     results = _results(est)
     attrs = {
         "format_version": FORMAT_VERSION,
@@ -163,8 +165,9 @@ def load(cls, path):
     method, n_extra = state.attrs["method"], int(state.attrs["n_extra"])
     if "classes" in state.attrs:
         classes = np.asarray(json.loads(state.attrs["classes"]))
+        joint = state.get("joint_cov")
         est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
-                   results)
+                   results, joint_cov=None if joint is None else np.asarray(joint.values))
     else:
         est._store(X, np.asarray(state["y_fit"].values), kernel, n_extra, method, results[0])
     del idata[STATE_GROUP]
