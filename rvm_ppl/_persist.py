@@ -3,7 +3,8 @@
 The file is the estimator's InferenceData with one more group,
 ``estimator_state``, holding what prediction needs (training inputs, each
 fit's support, moments, hyperparameters and, for the sampling methods, the
-weight draws). Its attributes record the file format
+weight draws; for a multinomial evidence fit, the joint covariance of all
+classes' weights). Its attributes record the file format
 (:data:`FORMAT_VERSION`), the package version, the estimator class, its
 constructor parameters as JSON and ``model_id``, a hash of all three and of
 the method: a file of another format or estimator is refused with a clear
@@ -23,7 +24,10 @@ from ._idata import package_version
 from .inference import FitResult
 
 STATE_GROUP = "estimator_state"
-FORMAT_VERSION = 2
+# 3: RVC files carry multi_class and shared_alpha among the parameters and,
+# for a multinomial evidence fit, the joint Laplace covariance (joint_cov);
+# a reader of format 2 would fail on them, so it refuses them instead.
+FORMAT_VERSION = 3
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
 
 
