@@ -39,6 +39,12 @@ every group) carry ``inference_method``, ``rvm_ppl_version``, the inference
 library's version and the method's scalars (``log_evidence``, ``elbo``,
 ``n_iter``, NUTS diagnostics, ...).
 
+Classifiers of ``K > 2`` classes (:func:`ovr_idata`, one-vs-rest) and the
+multinomial RVM (:func:`multinomial_idata`, any ``K``) add a ``class``
+dimension after ``(chain, draw)`` to ``w``, ``alpha``, ``fit`` and
+``relevance``; their ``log_likelihood`` is that of the combined classifier,
+``log P(y_n | x_n)`` at each draw, so LOO compares the two.
+
 Large data: ``log_likelihood`` and ``posterior_predictive`` hold
 ``chains x draws x N`` numbers each. Above :data:`POINTWISE_MAX` (5
 million, 40 MB per group in float64) they are left out, and
@@ -320,7 +326,8 @@ def _multinomial_draws(results, support, chains, draws, joint_cov, rng):
         L = cholesky_jittered(joint_cov, what="posterior covariance of the weights")
         mean = np.concatenate([r.mean for r in results])
         flat = mean + rng.standard_normal(flat.shape) @ L.T
-    for k, (r, block) in enumerate(zip(results, np.split(flat, np.cumsum(sizes)[:-1], axis=-1))):
+    blocks = np.split(flat, np.cumsum(sizes)[:-1], axis=-1)
+    for k, (r, block) in enumerate(zip(results, blocks, strict=True)):
         W[:, :, k, pos[k]] = block
         alpha[:, :, k, pos[k]] = r.alpha[r.support]
     return W, alpha

@@ -27,8 +27,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from ._basis import DenseBasis, LowRankKernelBasis, kernel_basis
 from ._idata import multinomial_idata, ovr_idata, to_idata
-from .augment import rvm_star_predict
 from ._linalg import blas_limit
+from .augment import rvm_star_predict
 from .evidence_laplace import predict_proba_moderated
 from .evidence_multinomial import fit_evidence_multinomial, predict_proba_multinomial
 from .inference import _FIT_METHODS, DEFAULT_MAX_ITER, DEFAULT_TOL, FitResult, fit_evidence_scales
@@ -915,7 +915,7 @@ progressbar
         draws = [r.w_draws for r in self.results_]  # (S, len(support_k)) each, same draws
         S = len(draws[0])
         for idx in np.array_split(np.arange(S), max(1, S // 256)):
-            lat = np.stack([Phi[:, p] @ d[idx].T for p, d in zip(pos, draws)], axis=1)
+            lat = np.stack([Phi[:, p] @ d[idx].T for p, d in zip(pos, draws, strict=True)], axis=1)
             out += softmax(lat, axis=1).sum(axis=2)  # Tipping (2001) eq. (28), (n, K, draws)
         return out / S
 

@@ -229,7 +229,9 @@ def _select_class(idata, class_):
         return idata
     labels = [str(c) for c in idata.relevance["class"].values]
     if class_ is None:
-        raise ValueError(f"The fit has a 'class' dimension; choose one with class_=, one of {labels}.")
+        raise ValueError(
+            f"The fit has a 'class' dimension; choose one with class_=, one of {labels}."
+        )
     if str(class_) not in labels:
         raise ValueError(f"class_={class_!r} is not a class of the fit; expected one of {labels}.")
     return idata.sel(**{"class": idata.relevance["class"].values[labels.index(str(class_))]})
