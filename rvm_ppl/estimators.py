@@ -637,10 +637,13 @@ class RVC(ClassifierMixin, _RVMBase):
 
     A Bernoulli likelihood with a logistic link on ``Phi w`` and the same
     hierarchical prior as :class:`RVR`. Two classes are modelled directly;
-    ``K > 2`` classes by ``K`` one-vs-rest binary models whose probabilities
-    are normalised to sum to one (each binary model sees the same inputs and
-    basis; a class's relevance vectors are those of its own model, and
-    ``relevance_`` is their union).
+    ``K > 2`` classes, by default, by ``K`` one-vs-rest binary models whose
+    probabilities are normalised to sum to one (each binary model sees the
+    same inputs and basis; a class's relevance vectors are those of its own
+    model, and ``relevance_`` is their union), or with
+    ``multi_class="multinomial"`` by one softmax model (Tipping 2001,
+    eq. 28) with a weight vector per class. Either way the fitted attributes
+    hold one entry per class (per model).
 
     Parameters
     ----------
