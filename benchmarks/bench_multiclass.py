@@ -16,11 +16,11 @@ digits
     points plus a bias. Methods:
 
     - multinomial, shared alpha / per-class alpha:
-      :func:`rvm_ppl.evidence_multinomial.fit_evidence_multinomial`,
+      ``RVC(multi_class="multinomial", shared_alpha=...)`` (evidence),
       probabilities integrated over the Laplace posterior (Monte Carlo, 2000
-      draws, :func:`predict_proba_multinomial`);
-    - one-vs-rest evidence: :func:`fit_evidence_bernoulli` once per class,
-      MacKay-moderated probabilities, normalised to sum to 1;
+      draws, seed 0);
+    - one-vs-rest evidence: ``RVC(multi_class="ovr")``, one binary evidence
+      fit per class, MacKay-moderated probabilities, normalised to sum to 1;
     - SVC: ``sklearn.svm.SVC(probability=True)`` (one-vs-one, Platt
       scaling), ``C`` chosen by 5-fold cross-validation on the training set
       over {0.1, 1, 10, 100};
@@ -42,14 +42,16 @@ synthetic
     in excess of the Bayes rule's.
 
 nuts
-    NUTS (PyMC, package defaults: 4 chains x (1000 tune + 1000 draws),
-    target_accept 0.8, numba backend) on the PyMC declaration
-    :func:`rvm_ppl._model_multinomial.build_multinomial_model` (``alpha``
-    integrated out, hyperprior a = 3, b = 2) for a 3-class mixture of
-    ``--nuts-n`` points with the full kernel basis, per-class and shared
-    ``alpha``: divergences, max r-hat and min bulk ESS over the weights and
-    over ``log alpha`` (drawn exactly from its conditional), test log loss
-    of the averaged probabilities against the evidence fit's.
+    ``RVC(multi_class="multinomial", method="nuts")`` with the package's
+    defaults (4 chains x (1000 tune + 1000 draws), target_accept 0.8, numba
+    backend, hyperprior a = 3, b = 2, ``alpha`` integrated out and drawn
+    exactly afterwards) for a 3-class mixture of ``--nuts-n`` points with the
+    full kernel basis, per-class and shared ``alpha``: divergences, max r-hat
+    and min bulk ESS over ``w`` and ``log alpha`` of every class and basis
+    (the estimator's diagnostics), and the test log loss of the averaged
+    probabilities against the evidence fit's. Writes the alpha comparison
+    figure (class 0, per-class ``alpha``: evidence, advi, nuts) to
+    ``--out``/alpha_multinomial.png.
 
 Timings were taken with one BLAS thread on a machine shared with other jobs;
 ``--repeat`` fits repeat each fit and report the fastest.
@@ -61,16 +63,15 @@ import argparse
 import importlib.util
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from _common import print_table
 from scipy.spatial.distance import pdist
 from threadpoolctl import threadpool_limits
 
+from rvm_ppl import RVC
 from rvm_ppl.datasets import make_three_class, three_class_proba
-from rvm_ppl.evidence_laplace import fit_evidence_bernoulli, predict_proba_moderated
-from rvm_ppl.evidence_multinomial import fit_evidence_multinomial, predict_proba_multinomial
-from rvm_ppl.kernels import RBF, design_matrix
 
 HAVE_FASTRVM = importlib.util.find_spec("fastrvm") is not None
 
@@ -91,36 +92,19 @@ def _scores(P, yt):
     return float(np.mean(P.argmax(axis=1) != yt)), float(-np.mean(np.log(p)))
 
 
+def _rvc(name, gamma):
+    """The RVC of a method name: multinomial (shared or per-class alpha) or one-vs-rest."""
+    if name.startswith("multinomial"):
+        return RVC(gamma=gamma, multi_class="multinomial", shared_alpha="shared" in name,
+                   random_state=0)
+    return RVC(gamma=gamma, multi_class="ovr", random_state=0)
+
+
 def fit_predict(name, X, y, Xt, gamma, repeat=1):
     """Fit one method; return (test probabilities, RVs, weights, seconds)."""
-    K = int(y.max()) + 1
-    kernel = RBF(gamma=gamma)
-    if name.startswith("multinomial"):
-        shared = "shared" in name
-
-        def fit():
-            Phi = design_matrix(X, X, kernel)
-            return fit_evidence_multinomial(Phi, y, shared_alpha=shared)
-
-        res, sec = _timed(fit, repeat)
-        Phit = design_matrix(Xt, X, kernel)
-        P = predict_proba_multinomial(Phit[:, res.active], res)
-        centres = res.active[res.active > 0] - 1
-        return P, len(centres), int(res.Sigma.shape[0]), sec
-    if name == "one-vs-rest evidence":
-
-        def fit():
-            Phi = design_matrix(X, X, kernel)
-            return [fit_evidence_bernoulli(Phi, (y == k).astype(float)) for k in range(K)]
-
-        fits, sec = _timed(fit, repeat)
-        Phit = design_matrix(Xt, X, kernel)
-        P = np.column_stack(
-            [predict_proba_moderated(Phit[:, r.active], r.mu, r.Sigma) for r in fits]
-        )
-        P /= P.sum(axis=1, keepdims=True)
-        used = np.unique(np.concatenate([r.active for r in fits]))
-        return P, int(np.sum(used > 0)), int(sum(r.active.size for r in fits)), sec
+    if name in METHODS:
+        m, sec = _timed(lambda: _rvc(name, gamma).fit(X, y), repeat)
+        return m.predict_proba(Xt), len(m.relevance_), int(sum(len(a) for a in m.active_)), sec
     if name == "SVC":
         from sklearn.model_selection import GridSearchCV
         from sklearn.svm import SVC
@@ -226,88 +210,62 @@ def part_synthetic(n, seeds, repeat):
     )
 
 
-def part_nuts(n, seed=0):
-    import arviz as az
-    import pymc as pm
+def part_nuts(n, out, seed=0):
+    import matplotlib
 
-    from rvm_ppl._model_multinomial import alpha_given_weights_multinomial, build_multinomial_model
-    from rvm_ppl.model import BERNOULLI_PRIORS
-    from rvm_ppl.sampling import COMPILE_MODE, TARGET_ACCEPT
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from rvm_ppl.plotting import plot_alpha
 
     X, y = make_three_class(n, random_state=seed)
     Xt, yt = make_three_class(3000, random_state=100 + seed)
-    Pt = three_class_proba(Xt)
-    kernel = RBF(gamma=0.5)
-    Phi, Phit = design_matrix(X, X, kernel), design_matrix(Xt, X, kernel)
-    _, ll0 = _scores(Pt, yt)
+    _, ll0 = _scores(three_class_proba(Xt), yt)
     print(
-        f"## NUTS, three-class mixture: {n} training points, {Phi.shape[1]} basis functions "
-        f"x 3 classes, seed {seed}; true probabilities' test log loss {ll0:.4f}\n"
+        f"## NUTS, three-class mixture: {n} training points, {n + 1} basis functions x 3 "
+        f"classes, seed {seed}; true probabilities' test log loss {ll0:.4f}\n"
     )
-    rows = []
+    rows, idatas = [], {}
     for shared in (False, True):
-        model = build_multinomial_model(Phi, y, shared_alpha=shared)
-        t0 = time.perf_counter()
-        with model, warnings.catch_warnings():
+        kw = dict(gamma=0.5, multi_class="multinomial", shared_alpha=shared, random_state=seed,
+                  progressbar=False)
+        with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            idata = pm.sample(
-                draws=1000,
-                tune=1000,
-                chains=4,
-                cores=2,
-                target_accept=TARGET_ACCEPT,
-                random_seed=seed,
-                progressbar=False,
-                compile_kwargs={"mode": COMPILE_MODE},
-            )
-        sec = time.perf_counter() - t0
-        W = idata.posterior["w"].values  # (chain, draw, K, M)
-        rng = np.random.default_rng(seed)
-        log_alpha = np.log(
-            alpha_given_weights_multinomial(W, BERNOULLI_PRIORS, rng, shared_alpha=shared)
-        )
-        div = int(idata.sample_stats["diverging"].values.sum())
-        rhat_w = float(az.rhat(idata, var_names=["w"])["w"].max())
-        ess_w = float(az.ess(idata, var_names=["w"])["w"].min())
-        la = az.convert_to_dataset({"la": log_alpha})
-        rhat_a = float(az.rhat(la)["la"].max())
-        ess_a = float(az.ess(la)["la"].min())
-        lat = np.einsum("nm,cdkm->cdnk", Phit, W[:, ::10])  # every 10th draw
-        lat -= lat.max(axis=-1, keepdims=True)
-        P = np.exp(lat)
-        P = (P / P.sum(axis=-1, keepdims=True)).mean(axis=(0, 1))
-        err, ll = _scores(P, yt)
-        ev = fit_evidence_multinomial(Phi, y, shared_alpha=shared)
-        _, ll_ev = _scores(predict_proba_multinomial(Phit[:, ev.active], ev), yt)
-        rows.append(
-            [
-                "shared" if shared else "per class",
-                div,
-                f"{rhat_w:.4f}",
-                f"{ess_w:.0f}",
-                f"{rhat_a:.4f}",
-                f"{ess_a:.0f}",
-                f"{ll - ll0:.4f}",
-                f"{ll_ev - ll0:.4f}",
-                f"{sec:.0f}",
-            ]
-        )
+            t0 = time.perf_counter()
+            nuts = RVC(method="nuts", **kw).fit(X, y)
+            sec = time.perf_counter() - t0
+            ev = RVC(method="evidence", **kw).fit(X, y)
+        a = nuts.idata_.attrs
+        _, ll = _scores(nuts.predict_proba(Xt), yt)
+        _, ll_ev = _scores(ev.predict_proba(Xt), yt)
+        rows.append([
+            "shared" if shared else "per class", a["n_divergences"], f"{a['max_rhat']:.4f}",
+            a["max_rhat_at"], f"{a['min_ess_bulk']:.0f}", f"{a['max_rhat_log_alpha']:.4f}",
+            f"{a['min_ess_bulk_log_alpha']:.0f}", f"{ll - ll0:.4f}", f"{ll_ev - ll0:.4f}",
+            f"{sec:.0f}",
+        ])
         print(f"  {rows[-1][0]}: done in {sec:.0f} s", flush=True)
+        if not shared:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                advi = RVC(method="advi", **kw).fit(X, y)
+            idatas = {"evidence": ev.idata_, "advi": advi.idata_, "nuts": nuts.idata_}
     print()
     print_table(
-        [
-            "alpha",
-            "divergences",
-            "max r-hat w",
-            "min ESS w",
-            "max r-hat log alpha",
-            "min ESS log alpha",
-            "excess log loss NUTS",
-            "excess log loss evidence",
-            "wall s (compile + sample)",
-        ],
+        ["alpha", "divergences", "max r-hat", "at", "min bulk ESS", "max r-hat log alpha",
+         "min ESS log alpha", "excess log loss NUTS", "excess log loss evidence",
+         "wall s (compile + sample)"],
         rows,
     )
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "alpha_multinomial.png"
+    fig, ax = plt.subplots(figsize=(7, 6))
+    plot_alpha(idatas, class_=0, ax=ax)
+    ax.set_title("log10 α of class 0, per-class α: evidence, advi, nuts")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    print(f"\nalpha comparison (class 0): {path}")
 
 
 def main():
@@ -322,6 +280,8 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--nuts-n", type=int, default=60)
+    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out",
+                    help="nuts: folder for the alpha comparison figure")
     ap.add_argument(
         "--gamma-factor", type=float, default=1.0, help="digits: multiply the median heuristic"
     )
@@ -335,7 +295,7 @@ def main():
         if "digits" in args.part:
             part_digits(args.repeat, args.gamma_factor, args.methods)
         if "nuts" in args.part:
-            part_nuts(args.nuts_n)
+            part_nuts(args.nuts_n, args.out)
 
 
 if __name__ == "__main__":

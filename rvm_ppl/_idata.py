@@ -39,6 +39,12 @@ every group) carry ``inference_method``, ``rvm_ppl_version``, the inference
 library's version and the method's scalars (``log_evidence``, ``elbo``,
 ``n_iter``, NUTS diagnostics, ...).
 
+Classifiers of ``K > 2`` classes (:func:`ovr_idata`, one-vs-rest) and the
+multinomial RVM (:func:`multinomial_idata`, any ``K``) add a ``class``
+dimension after ``(chain, draw)`` to ``w``, ``alpha``, ``fit`` and
+``relevance``; their ``log_likelihood`` is that of the combined classifier,
+``log P(y_n | x_n)`` at each draw, so LOO compares the two.
+
 Large data: ``log_likelihood`` and ``posterior_predictive`` hold
 ``chains x draws x N`` numbers each. Above :data:`POINTWISE_MAX` (5
 million, 40 MB per group in float64) they are left out, and
@@ -50,10 +56,12 @@ the default 4 x 1000 draws keep them up to N = 1 250.
 
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
-from scipy.special import log_expit
+from scipy.special import log_expit, log_softmax
 
 POINTWISE_MAX = 5_000_000
 
@@ -109,6 +117,21 @@ def _pointwise(likelihood, Phi, y, w, beta, rng):
     return loglik, rep
 
 
+def _attrs(result, attrs):
+    """The attributes of every group: method, versions, the result's scalars, ``attrs``."""
+    library = "pymc" if result.method in ("advi", "nuts") else "rvm_ppl"
+    return {
+        "inference_method": result.method,
+        "likelihood": result.likelihood,
+        "rvm_ppl_version": package_version(),
+        "inference_library": library,
+        "inference_library_version": package_version(library),
+        "arviz_version": package_version("arviz"),
+        **{k: v for k, v in result.stats.items() if v is not None},
+        **(attrs or {}),
+    }
+
+
 def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=None,
              attrs=None, extra_groups=None):
     """Assemble the package's InferenceData from a fit.
@@ -153,17 +176,7 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
          for k, v in post_draws.items()},
         coords=coords,
     )
-    all_attrs = {
-        "inference_method": result.method,
-        "likelihood": result.likelihood,
-        "rvm_ppl_version": package_version(),
-        "inference_library": "pymc" if result.method in ("advi", "nuts") else "rvm_ppl",
-        "inference_library_version": package_version(
-            "pymc" if result.method in ("advi", "nuts") else "rvm_ppl"),
-        "arviz_version": package_version("arviz"),
-        **{k: v for k, v in result.stats.items() if v is not None},
-        **(attrs or {}),
-    }
+    all_attrs = _attrs(result, attrs)
     y = np.asarray(y)
     obs = np.arange(y.shape[0])
     groups = {
@@ -218,3 +231,231 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     idata = az.InferenceData(**groups)
     idata.attrs.update(all_attrs)
     return idata
+
+
+def ovr_idata(parts, classes, codes, seed):
+    """One InferenceData of ``K`` one-vs-rest models, with a ``class`` dimension.
+
+    ``parts`` are the binary models' InferenceData (:func:`to_idata`). Every
+    group gains a ``class`` dimension after ``(chain, draw)``; a basis that one
+    model pruned has ``w = 0`` and ``alpha = inf`` there. ``observed_data.y``,
+    ``log_likelihood.y`` and ``posterior_predictive.y`` are those of the
+    combined classifier: class codes into ``classes`` and ``log P(y_n | x_n)``
+    with ``P(k | x)`` proportional to ``sigma(f_k)``, draw by draw.
+    """
+    import arviz as az
+    import xarray as xr
+
+    labels = [str(c) for c in classes]
+    fill = {"w": 0.0, "alpha": np.inf, "mean": 0.0, "cov": 0.0}
+    groups = {}
+    for group in ("posterior", "fit", "relevance", "sample_stats"):
+        if group in parts[0].groups():
+            ds = xr.concat([p[group] for p in parts], dim="class", join="outer",
+                           fill_value=fill, combine_attrs="override")
+            ds = ds.assign_coords({"class": labels})
+            first = [d for d in ("chain", "draw") if d in ds.dims]
+            groups[group] = ds.transpose(*first, "class", ...)
+    attrs = dict(parts[0].attrs)
+    obs = np.arange(len(codes))
+    groups["observed_data"] = xr.Dataset({"y": (("obs",), codes)}, coords={"obs": obs},
+                                         attrs=attrs)
+    if all("log_likelihood" in p.groups() for p in parts):  # else too large: see the module
+        logit_draws = []
+        for p in parts:
+            f = p.log_likelihood["y"].values  # log sigma(+-f): recover log sigma(f) via the codes
+            t = p.observed_data["y"].values
+            logit_draws.append(np.where(t > 0, f, np.log(-np.expm1(f))))
+        log_s = np.stack(logit_draws, axis=-1)  # (chain, draw, obs, class)
+        log_p = log_s - np.logaddexp.reduce(log_s, axis=-1, keepdims=True)
+        post = groups["posterior"]
+        _add_pointwise(groups, log_p, codes, post["chain"].values, post["draw"].values,
+                       np.random.default_rng(seed), attrs)
+    if "constant_data" in parts[0].groups():
+        groups["constant_data"] = parts[0].constant_data
+    idata = az.InferenceData(**groups)
+    idata.attrs.update(attrs)
+    return idata
+
+
+def _add_pointwise(groups, log_p, codes, chain, draw, rng, attrs):
+    """``log_likelihood`` and ``posterior_predictive`` from ``log P(k | x_n)`` per draw.
+
+    ``log_p`` has shape (chain, draw, obs, class); the categorical
+    log-likelihood of observation ``n`` is ``log_p[..., n, codes[n]]``.
+    """
+    import xarray as xr
+
+    n_chain, n_draw, n_obs, K = log_p.shape
+    loglik = np.take_along_axis(log_p, np.asarray(codes)[None, None, :, None], axis=-1)[..., 0]
+    cum = np.cumsum(np.exp(log_p), axis=-1)
+    rep = (rng.random(cum.shape[:-1])[..., None] > cum).sum(axis=-1).clip(max=K - 1)
+    pdims = ("chain", "draw", "obs")
+    pcoords = {"chain": chain, "draw": draw, "obs": np.arange(n_obs)}
+    groups["log_likelihood"] = xr.Dataset({"y": (pdims, loglik)}, coords=pcoords, attrs=attrs)
+    groups["posterior_predictive"] = xr.Dataset({"y": (pdims, rep)}, coords=pcoords, attrs=attrs)
+
+
+def _multinomial_draws(results, support, chains, draws, joint_cov, rng):
+    """``w`` and ``alpha`` (chain, draw, class, len(support)) of the softmax RVM.
+
+    Sampled fits: their draws, stacked over the classes (draw ``i`` of every
+    class is the same joint draw). Evidence: ``w`` from the joint Laplace
+    posterior ``N(mu, joint_cov)`` (weights in class-major order of the
+    results' supports), ``alpha`` the point estimates. A weight outside a
+    class's model is 0 with ``alpha = inf``.
+    """
+    K, n = len(results), support.size
+    pos = [np.searchsorted(support, r.support) for r in results]
+    if results[0].draws is not None:
+        n_chain, n_draw = results[0].draws["w"].shape[:2]
+    else:
+        n_chain, n_draw = chains, draws
+    W = np.zeros((n_chain, n_draw, K, n))
+    alpha = np.full((n_chain, n_draw, K, n), np.inf)
+    if results[0].draws is not None:
+        for k, r in enumerate(results):
+            W[:, :, k, pos[k]] = r.draws["w"]
+            alpha[:, :, k, pos[k]] = r.draws["alpha"]
+        return W, alpha
+    sizes = [len(r.support) for r in results]
+    flat = np.zeros((n_chain, n_draw, sum(sizes)))
+    if flat.shape[-1]:
+        from ._linalg import cholesky_jittered
+
+        L = cholesky_jittered(joint_cov, what="posterior covariance of the weights")
+        mean = np.concatenate([r.mean for r in results])
+        flat = mean + rng.standard_normal(flat.shape) @ L.T
+    blocks = np.split(flat, np.cumsum(sizes)[:-1], axis=-1)
+    for k, (r, block) in enumerate(zip(results, blocks, strict=True)):
+        W[:, :, k, pos[k]] = block
+        alpha[:, :, k, pos[k]] = r.alpha[r.support]
+    return W, alpha
+
+
+def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
+                      random_state=None, joint_cov=None, attrs=None):
+    """The InferenceData of a multinomial (softmax) RVM, with a ``class`` dimension.
+
+    The layout of :func:`to_idata` with ``class`` before ``basis`` in every
+    per-weight variable:
+
+    ``posterior``
+        ``w`` and ``alpha`` (chain, draw, class, basis) on the bases used by
+        any class; ``w = 0``, ``alpha = inf`` where a class does not use one.
+    ``log_likelihood``, ``posterior_predictive``
+        ``y`` (chain, draw, obs): ``log softmax(phi_n^T W^T)`` at the observed
+        class (Tipping 2001, eq. 28), and a class drawn from it.
+    ``observed_data``, ``constant_data``
+        ``y``, the class codes into ``classes``; ``X``.
+    ``fit``
+        ``mean`` (class, basis) and ``cov`` (class, basis, basis_col), each
+        class's block of the weights' covariance; the method's own
+        quantities (``log_evidence`` or ``elbo`` on ``iteration``, ...).
+    ``relevance``
+        ``alpha``, ``gamma``, ``relevant``, ``in_model`` on (class, basis) for
+        every candidate.
+
+    Parameters
+    ----------
+    results : list of FitResult
+        One per class, in the order of ``classes``, on the same candidates.
+    y : ndarray of int, shape (N,)
+        Class codes ``0, ..., K - 1``.
+    Phi : ndarray of shape (N, n)
+        Columns ``support`` (the sorted union of the results' supports) of
+        the design matrix at the training inputs.
+    classes : list
+    X : ndarray of shape (N, D), optional
+    chains, draws : int
+        Draws to make from the Laplace posterior (evidence).
+    random_state : int, Generator or None
+    joint_cov : ndarray of shape (J, J), optional
+        Evidence: the Laplace covariance of all ``J`` weights in the model,
+        class-major in the order of the results' supports.
+    attrs : dict, optional
+
+    Returns
+    -------
+    arviz.InferenceData
+    """
+    import arviz as az
+    import xarray as xr
+
+    rng = np.random.default_rng(random_state)
+    labels = [str(c) for c in classes]
+    candidates = list(results[0].basis)
+    support = np.unique(np.concatenate([r.support for r in results])).astype(int)
+    kept = [candidates[j] for j in support]
+    W, alpha = _multinomial_draws(results, support, chains, draws, joint_cov, rng)
+    n_chain, n_draw = W.shape[:2]
+    stats = {k: v for k, v in results[0].stats.items() if k != "class"}
+    all_attrs = {**_attrs(replace(results[0], stats=stats), attrs),
+                 "multi_class": "multinomial", "classes": json.dumps(labels)}
+    coords = {"chain": np.arange(n_chain), "draw": np.arange(n_draw), "class": labels,
+              "basis": kept}
+    wdims = ("chain", "draw", "class", "basis")
+    y = np.asarray(y)
+    obs = np.arange(y.shape[0])
+    groups = {
+        "posterior": xr.Dataset({"w": (wdims, W), "alpha": (wdims, alpha)}, coords=coords),
+        "observed_data": xr.Dataset({"y": (("obs",), y)}, coords={"obs": obs}),
+    }
+    n_points = n_chain * n_draw * y.shape[0]
+    if n_points <= POINTWISE_MAX:
+        Phi = np.asarray(Phi, dtype=float)
+        log_p = np.stack([log_softmax(np.einsum("nm,dkm->dnk", Phi, W[c]), axis=-1)
+                          for c in range(n_chain)])  # Tipping (2001) eq. (28)
+        _add_pointwise(groups, log_p, y, coords["chain"], coords["draw"], rng, None)
+        all_attrs["pointwise"] = "log_likelihood and posterior_predictive"
+    else:
+        all_attrs["pointwise"] = (
+            f"omitted: chains x draws x N = {n_points} > {POINTWISE_MAX}; fit with fewer draws")
+    if X is not None:
+        X = np.asarray(X)
+        groups["constant_data"] = xr.Dataset(
+            {"X": (("obs", "feature"), X)}, coords={"obs": obs, "feature": np.arange(X.shape[1])})
+    groups["fit"] = _multinomial_fit_group(results, support, labels, kept, candidates)
+    K, M = len(results), len(candidates)
+    in_model = np.zeros((K, M), dtype=bool)
+    for k, r in enumerate(results):
+        in_model[k, r.support] = True
+    rdims = ("class", "basis")
+    groups["relevance"] = xr.Dataset(
+        {"alpha": (rdims, np.array([r.alpha for r in results])),
+         "gamma": (rdims, np.array([r.gamma for r in results])),
+         "relevant": (rdims, np.array([r.relevant for r in results])),
+         "in_model": (rdims, in_model)},
+        coords={"class": labels, "basis": candidates},
+    )
+    if results[0].sample_stats is not None:
+        groups["sample_stats"] = results[0].sample_stats
+    for ds in groups.values():
+        ds.attrs.update(all_attrs)
+    idata = az.InferenceData(**groups)
+    idata.attrs.update(all_attrs)
+    return idata
+
+
+def _multinomial_fit_group(results, support, labels, kept, candidates):
+    """``fit``: each class's mean and covariance block on ``support``, and the method's arrays."""
+    import xarray as xr
+
+    K, n = len(results), support.size
+    mean = np.zeros((K, n))
+    cov = np.zeros((K, n, n))
+    for k, r in enumerate(results):
+        p = np.searchsorted(support, r.support)
+        mean[k, p] = r.mean
+        cov[k, p[:, None], p[None, :]] = r.cov
+    own = results[0].fit
+    ds = xr.Dataset(
+        {"mean": (("class", "basis"), mean), "cov": (("class", "basis", "basis_col"), cov),
+         **{k: (dims, np.asarray(v)) for k, (dims, v) in own.items()}},
+        coords={"class": labels, "basis": kept, "basis_col": kept},
+    )
+    if "candidate" in ds.dims:
+        ds = ds.assign_coords(candidate=candidates)
+    if "iteration" in ds.dims:
+        ds = ds.assign_coords(iteration=np.arange(ds.sizes["iteration"]))
+    return ds

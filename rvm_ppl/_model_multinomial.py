@@ -1,7 +1,7 @@
 """The multinomial (softmax) RVM as a PyMC model, in the marginal form.
 
-To be folded into :func:`rvm_ppl.model.build_model` as
-``likelihood="multinomial"``. Tipping (2001), eq. (28): ``K`` weight vectors
+The declaration behind :func:`rvm_ppl.model.build_model` with
+``likelihood="categorical"``. Tipping (2001), eq. (28): ``K`` weight vectors
 (all kept, see :mod:`rvm_ppl.evidence_multinomial` for why no reference
 class), ``P(t_n = k | W) = softmax(Phi W^T)_nk``, with ``alpha`` integrated
 out as the binary classifier of :mod:`rvm_ppl.model` does:

@@ -3,7 +3,8 @@
 The file is the estimator's InferenceData with one more group,
 ``estimator_state``, holding what prediction needs (training inputs, each
 fit's support, moments, hyperparameters and, for the sampling methods, the
-weight draws). Its attributes record the file format
+weight draws; for a multinomial evidence fit, the joint covariance of all
+classes' weights). Its attributes record the file format
 (:data:`FORMAT_VERSION`), the package version, the estimator class, its
 constructor parameters as JSON and ``model_id``, a hash of all three and of
 the method: a file of another format or estimator is refused with a clear
@@ -23,7 +24,10 @@ from ._idata import package_version
 from .inference import FitResult
 
 STATE_GROUP = "estimator_state"
-FORMAT_VERSION = 2
+# 3: RVC files carry multi_class and shared_alpha among the parameters and,
+# for a multinomial evidence fit, the joint Laplace covariance (joint_cov);
+# a reader of format 2 would fail on them, so it refuses them instead.
+FORMAT_VERSION = 3
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
 
 
@@ -76,6 +80,8 @@ def _with_state(est):
         data["y_codes"] = (("obs_fit",), est.y_codes_)
     if hasattr(est, "eta_"):
         data["eta"] = (("feature",), est.eta_)
+    if getattr(est, "joint_cov_", None) is not None:
+        data["joint_cov"] = (("weight", "weight_col"), est.joint_cov_)
     results = _results(est)
     attrs = {
         "format_version": FORMAT_VERSION,
@@ -163,8 +169,9 @@ def load(cls, path):
     method, n_extra = state.attrs["method"], int(state.attrs["n_extra"])
     if "classes" in state.attrs:
         classes = np.asarray(json.loads(state.attrs["classes"]))
+        joint = state.get("joint_cov")
         est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
-                   results)
+                   results, joint_cov=None if joint is None else np.asarray(joint.values))
     else:
         est._store(X, np.asarray(state["y_fit"].values), kernel, n_extra, method, results[0])
     del idata[STATE_GROUP]

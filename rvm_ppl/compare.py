@@ -7,7 +7,7 @@ import numpy as np
 __all__ = ["alpha_table"]
 
 
-def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None):
+def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=None):
     """Per-basis summaries of log10 alpha across fits.
 
     Parameters
@@ -17,6 +17,10 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None):
     hdi_prob : float
     basis : list of str, optional
         Rows to keep; default: bases relevant in at least one fit.
+    class_ : optional
+        For fits with a ``class`` dimension (more than two classes, or
+        ``multi_class="multinomial"``): the class whose ``alpha`` are
+        tabulated (a value of ``classes_``).
 
     Returns
     -------
@@ -28,11 +32,12 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None):
     """
     import pandas as pd
 
-    from .plotting import _alpha_summary
+    from .plotting import _alpha_summary, _select_class
 
     if isinstance(idatas, dict):
         model_names = model_names or list(idatas)
         idatas = list(idatas.values())
+    idatas = [_select_class(i, class_) for i in idatas]
     model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
     labels = [str(b) for b in idatas[0].relevance["basis"].values]
     columns = {}

@@ -73,11 +73,13 @@ import numpy as np
 from ._priors import BERNOULLI_PRIORS, DEFAULT_PRIORS, resolve_priors, scale_priors  # noqa: F401
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
+LIKELIHOODS = ("gaussian", "bernoulli", "categorical")
 
 
 def model_priors(priors, likelihood):
     """The hyperpriors of the PyMC model: ``priors`` completed for ``likelihood``."""
-    return resolve_priors(priors, BERNOULLI_PRIORS if likelihood == "bernoulli" else None)
+    classifier = likelihood in ("bernoulli", "categorical")
+    return resolve_priors(priors, BERNOULLI_PRIORS if classifier else None)
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class ModelSpec:
     priors: dict
     alpha: np.ndarray | None = None  # the fixed alpha, or None when it is a variable
     beta: float | None = None  # the fixed beta, or None
+    shared_alpha: bool = False  # categorical: one alpha per basis for all classes
 
 
 def model_spec(model):
@@ -102,8 +105,9 @@ def model_spec(model):
 
     A model without the attribute is taken to be in the centred form: ``w``
     must be in it, and the likelihood is ``"gaussian"`` when it has a
-    ``beta``, ``"bernoulli"`` when ``y`` is Bernoulli, ``"other"`` otherwise
-    (its pointwise log-likelihood then comes from PyMC).
+    ``beta``, ``"bernoulli"`` when ``y`` is Bernoulli, ``"categorical"``
+    when it is Categorical (``w`` then has dims ``("class", "basis")``),
+    ``"other"`` otherwise (its pointwise log-likelihood then comes from PyMC).
     """
     spec = getattr(model, "rvm_spec", None)
     if spec is not None:
@@ -121,6 +125,8 @@ def model_spec(model):
         likelihood = "gaussian"
     elif isinstance(model["y"].owner.op, type(pm.Bernoulli.dist(p=0.5).owner.op)):
         likelihood = "bernoulli"
+    elif isinstance(model["y"].owner.op, type(pm.Categorical.dist(p=[0.5, 0.5]).owner.op)):
+        likelihood = "categorical"
     else:
         likelihood = "other"
     if "alpha" not in names or (likelihood == "gaussian" and "beta" not in names):
@@ -133,12 +139,14 @@ def build_model(
     Phi,
     y,
     *,
-    likelihood: Literal["gaussian", "bernoulli"] = "gaussian",
+    likelihood: Literal["gaussian", "bernoulli", "categorical"] = "gaussian",
     basis=None,
     priors=None,
     parameterization: Literal["marginal", "centered", "noncentered"] = "marginal",
     alpha=None,
     beta=None,
+    shared_alpha=False,
+    classes=None,
 ):
     """Declare the RVM as a PyMC model.
 
@@ -165,8 +173,14 @@ def build_model(
     Phi : ndarray of shape (N, M)
         Design matrix; column ``m`` is basis function ``m`` at the inputs.
     y : ndarray of shape (N,)
-        Targets (regression) or 0/1 labels (classification).
-    likelihood : {"gaussian", "bernoulli"}
+        Targets (regression), 0/1 labels (``"bernoulli"``) or class codes
+        ``0, ..., K - 1`` (``"categorical"``).
+    likelihood : {"gaussian", "bernoulli", "categorical"}
+        ``"categorical"`` is Tipping's multinomial RVM (2001, eq. 28): a
+        softmax over ``K`` weight vectors, all kept (no reference class, so
+        that the model is symmetric in the classes; the prior makes the
+        posterior proper), ``alpha`` integrated out as for ``"bernoulli"``
+        (:mod:`rvm_ppl._model_multinomial`). Marginal form only.
     basis : list of str, optional
         Labels of the basis functions (coordinate ``basis``); default
         ``"phi_0", "phi_1", ...``.
@@ -183,8 +197,15 @@ def build_model(
     alpha, beta : array-like or float, optional
         Fix ``alpha`` (shape (M,)) or ``beta`` instead of giving them
         hyperpriors, e.g. to check a sampler against the exact conditional
-        posterior of the weights. The marginal classifier has no ``alpha``
-        to fix.
+        posterior of the weights. The marginal classifiers have no
+        ``alpha`` to fix.
+    shared_alpha : bool
+        ``"categorical"`` only: one ``alpha`` per basis function shared by
+        the ``K`` classes (each basis's ``K`` weights then have a
+        multivariate Student-t prior), instead of one per class and basis.
+    classes : list, optional
+        ``"categorical"`` only: labels of the classes (coordinate
+        ``class``); default ``0, ..., K - 1``.
 
     Returns
     -------
@@ -194,7 +215,10 @@ def build_model(
         classifier) and ``beta`` (regression) unless fixed, ``w`` (dims
         ``basis``; free, or deterministic in the non-centred form and the
         marginal regression), the observed ``y`` (as many rows as ``Phi``), and the
-        attribute ``rvm_spec`` (:class:`ModelSpec`).
+        attribute ``rvm_spec`` (:class:`ModelSpec`). ``"categorical"``: coords
+        ``obs``, ``basis`` and ``class``, ``w`` with dims ``("class", "basis")``
+        (free, or deterministic from ``w_basis`` with shared ``alpha``), no
+        ``alpha`` (drawn afterwards from its conditional by the fitters).
 
     Examples
     --------
@@ -222,8 +246,15 @@ def build_model(
         raise ValueError(f"y has shape {y.shape}; expected ({N},) to match Phi.")
     if not (np.isfinite(Phi).all() and np.isfinite(y).all()):
         raise ValueError("Phi and y must be finite (no NaN or inf).")
-    if likelihood not in ("gaussian", "bernoulli"):
-        raise ValueError(f"Unknown likelihood {likelihood!r}; expected 'gaussian' or 'bernoulli'.")
+    if likelihood not in LIKELIHOODS:
+        raise ValueError(f"Unknown likelihood {likelihood!r}; expected one of {list(LIKELIHOODS)}.")
+    if likelihood == "categorical":
+        return _categorical_model(Phi, y, basis=basis, priors=priors, shared_alpha=shared_alpha,
+                                  classes=classes, parameterization=parameterization,
+                                  alpha=alpha, beta=beta)
+    if shared_alpha or classes is not None:
+        raise ValueError("shared_alpha and classes belong to the 'categorical' likelihood; "
+                         f"got likelihood={likelihood!r}.")
     if parameterization not in PARAMETERIZATIONS:
         raise ValueError(f"Unknown parameterization {parameterization!r}; expected one of {list(PARAMETERIZATIONS)}.")
     bernoulli = likelihood == "bernoulli"
@@ -313,6 +344,28 @@ def build_model(
         else:
             pm.Bernoulli("y", logit_p=f, observed=y_d, shape=n_rows)  # Tipping (2001) eq. (23)
     model.rvm_spec = spec
+    return model
+
+
+def _categorical_model(Phi, y, *, basis, priors, shared_alpha, classes, parameterization,
+                       alpha, beta):
+    """The softmax RVM of :mod:`rvm_ppl._model_multinomial`, with its :class:`ModelSpec`."""
+    from ._model_multinomial import build_multinomial_model
+
+    if parameterization != "marginal" or alpha is not None or beta is not None:
+        raise ValueError(
+            "The categorical likelihood has the marginal form only (alpha integrated out, no "
+            "beta); leave parameterization, alpha and beta at their defaults."
+        )
+    if not np.all(y == np.round(y)) or y.min() < 0:
+        raise ValueError("The categorical likelihood needs class codes 0, ..., K - 1 in y; "
+                         "encode labels first, e.g. with numpy.unique(..., return_inverse=True).")
+    if basis is not None and len(basis) != Phi.shape[1]:
+        raise ValueError(f"basis has {len(basis)} labels for the {Phi.shape[1]} columns of Phi.")
+    model = build_multinomial_model(Phi, y.astype(np.int64), shared_alpha=bool(shared_alpha),
+                                    basis=basis, classes=classes, priors=priors)
+    model.rvm_spec = ModelSpec("categorical", "marginal", model_priors(priors, "categorical"),
+                               shared_alpha=bool(shared_alpha))
     return model
 
 

@@ -217,6 +217,26 @@ def plot_decision(
     return ax
 
 
+def _select_class(idata, class_):
+    """``idata`` with its ``class`` dimension (multi-class fits) reduced to ``class_``.
+
+    One-vs-rest and multinomial fits of ``K > 2`` classes have a ``class``
+    dimension in ``posterior``, ``relevance`` and ``fit``; the alpha plots and
+    tables show one class at a time. A fit without the dimension is returned
+    as it is (``class_`` is then ignored).
+    """
+    if "class" not in idata.relevance.dims:
+        return idata
+    labels = [str(c) for c in idata.relevance["class"].values]
+    if class_ is None:
+        raise ValueError(
+            f"The fit has a 'class' dimension; choose one with class_=, one of {labels}."
+        )
+    if str(class_) not in labels:
+        raise ValueError(f"class_={class_!r} is not a class of the fit; expected one of {labels}.")
+    return idata.sel(**{"class": idata.relevance["class"].values[labels.index(str(class_))]})
+
+
 def _alpha_summary(idata, hdi_prob):
     """Per candidate basis: median and HDI of log10 alpha, whether it is a point, pruned flags.
 
@@ -231,6 +251,8 @@ def _alpha_summary(idata, hdi_prob):
 
     labels = [str(b) for b in idata.relevance["basis"].values]
     a = idata.posterior["alpha"]
+    # A class of a multi-class fit leaves out some bases the others use: alpha = inf there.
+    a = a.isel(basis=np.flatnonzero(np.isfinite(a.values).all(axis=(0, 1))))
     kept = [labels.index(str(b)) for b in a["basis"].values]
     point = bool(idata.attrs.get("inference_method") == "evidence")
     med, lo, hi = (np.full(len(labels), np.inf) for _ in range(3))
@@ -261,6 +283,7 @@ def plot_alpha(
     hdi_prob=0.94,
     ax=None,
     colors=None,
+    class_=None,
 ):
     """Side-by-side posteriors of log10 alpha, one row per basis function.
 
@@ -280,6 +303,10 @@ def plot_alpha(
     hdi_prob : float
     ax : matplotlib Axes, optional
     colors : list, optional
+    class_ : optional
+        For fits with a ``class`` dimension (more than two classes, or
+        ``multi_class="multinomial"``): the class whose ``alpha`` are shown
+        (a value of ``classes_``); fits without one are shown as they are.
 
     Returns
     -------
@@ -292,6 +319,7 @@ def plot_alpha(
         idatas = list(idatas.values())
     elif not isinstance(idatas, (list, tuple)):
         idatas = [idatas]
+    idatas = [_select_class(i, class_) for i in idatas]
     model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
     labels = [str(b) for b in idatas[0].relevance["basis"].values]
     relevant = np.array([i.relevance["relevant"].values for i in idatas])

@@ -14,7 +14,9 @@ from rvm_ppl import RBF, RVC, RVR
 from rvm_ppl.datasets import load_ripley, make_sinc
 
 
-@parametrize_with_checks([RVR(method="evidence"), RVC(method="evidence")])
+@parametrize_with_checks(
+    [RVR(method="evidence"), RVC(method="evidence"), RVC(multi_class="multinomial")]
+)
 def test_sklearn_estimator_checks(estimator, check):
     check(estimator)
 
