@@ -35,10 +35,13 @@ class FitProgress:
         :data:`DELAY`).
     stream : file, optional
         Default ``sys.stderr`` (at the time of the first line).
+    unit : str
+        What ``n_basis`` counts.
     """
 
-    def __init__(self, label, objective, show=True, delay=None, stream=None):
-        self.label, self.objective = label, objective
+    def __init__(self, label, objective, show=True, delay=None, stream=None,
+                 unit="basis functions"):
+        self.label, self.objective, self.unit = label, objective, unit
         self.show, self.delay = bool(show), float(DELAY if delay is None else delay)
         self.stream = stream
         self.start = self.last = time.perf_counter()
@@ -46,7 +49,7 @@ class FitProgress:
         self.width = 0
 
     def _text(self, iteration, n_basis, objective):
-        return (f"{self.label}: iteration {iteration:,}, {n_basis:,} basis functions, "
+        return (f"{self.label}: iteration {iteration:,}, {n_basis:,} {self.unit}, "
                 f"{self.objective} {objective:,.6g}, {time.perf_counter() - self.start:.0f} s")
 
     def _write(self, text, end=""):

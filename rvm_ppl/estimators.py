@@ -856,7 +856,8 @@ progressbar
                 res = fit_evidence_multinomial(basis, codes, n_classes=len(classes),
                                                shared_alpha=self.shared_alpha,
                                                max_iter=max_iter, tol=tol,
-                                               alignment_test=self.alignment_test)
+                                               alignment_test=self.alignment_test,
+                                               progressbar=self.progressbar)
             return _multinomial_evidence_results(res, labels), res.Sigma
         from . import sampling
         from .inference import dense_phi

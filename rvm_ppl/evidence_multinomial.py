@@ -68,6 +68,7 @@ from scipy.special import logsumexp, softmax
 
 from ._basis import DenseBasis, KernelBasis, LowRankKernelBasis
 from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
+from ._progress import FitProgress
 from .evidence import (
     ADD,
     ALIGNMENT_MAX,
@@ -615,6 +616,7 @@ def fit_evidence_multinomial(
     tol=MIN_DELTA_LOG_ALPHA,
     alignment_test=True,
     callback=None,
+    progressbar=False,
 ):
     """Maximise the Laplace-approximated evidence of the softmax RVM (Tipping 2001, eq. 28).
 
@@ -649,6 +651,9 @@ def fit_evidence_multinomial(
     callback : callable, optional
         ``callback(iteration, action, index, log_evidence)`` after every
         action that changed the model.
+    progressbar : bool
+        Show a live line (iteration, weights in the model, log evidence) on
+        standard error once the fit has run two seconds.
 
     Returns
     -------
@@ -715,7 +720,10 @@ def fit_evidence_multinomial(
     best_seen, since_best = (state.logml, snapshot()), 0
     converged = False
     it = 0
+    line = FitProgress("evidence (multinomial)", "log evidence", show=progressbar,
+                       unit="basis functions" if shared_alpha else "class weights")
     for it in range(1, max_iter + 1):
+        line.update(it, len(active), state.logml)
         if shared_alpha:
             d = choose_action_shared(state.S, state.Q, active, alpha[::K], blocked=blocked, tol=tol)
         else:
@@ -781,6 +789,7 @@ def fit_evidence_multinomial(
             callback(it, d.action, best, state.logml)
     else:
         warn_not_converged(max_iter)
+    line.finish(it, len(active), state.logml, converged)
     if ill:
         warnings.warn(
             "Ill-conditioned Hessian of the log posterior during the evidence "

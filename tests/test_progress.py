@@ -49,6 +49,18 @@ def test_estimators_show_the_line_with_progressbar_only(method, monkeypatch, cap
     assert capsys.readouterr().err.endswith(": converged\n")
 
 
+def test_the_multinomial_evidence_fit_shows_the_line(monkeypatch, capsys):
+    from rvm_ppl.datasets import make_three_class
+
+    monkeypatch.setattr(_progress, "DELAY", 0.0)
+    X, y = make_three_class(60, random_state=0)
+    for shared, first in ((True, "1 basis functions"), (False, "3 class weights")):
+        RVC(gamma=0.5, multi_class="multinomial", shared_alpha=shared).fit(X, y)
+        err = capsys.readouterr().err
+        assert err.startswith(f"\revidence (multinomial): iteration 1, {first}")
+        assert err.endswith(": converged\n")
+
+
 @pytest.mark.slow  # compiles the scale gradient
 def test_learned_scales_show_their_rounds(monkeypatch, capsys):
     monkeypatch.setattr(_progress, "DELAY", 0.0)
