@@ -30,6 +30,7 @@ Relevance rules
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -38,6 +39,8 @@ import numpy as np
 
 from ._basis import DenseBasis
 from ._linalg import blas_limit
+
+_log = logging.getLogger("rvm_ppl")
 from ._priors import resolve_priors, scale_priors
 from .evidence import fit_evidence_full, fit_evidence_regression
 from .evidence_laplace import fit_evidence_bernoulli
@@ -371,6 +374,10 @@ def fit(method, basis, y, *, blas_threads=1, **kwargs):
     start = time.perf_counter()
     with blas_limit(blas_threads):
         result = fitter(basis, y, **kwargs)
-    if "wall_time_s" in result.stats:  # the sampling methods time themselves
+    if "wall_time_s" in result.stats:  # the sampling methods time themselves (and log)
         return result
-    return replace(result, stats={**result.stats, "wall_time_s": time.perf_counter() - start})
+    wall = time.perf_counter() - start
+    if result.stats.get("converged"):  # not converging is a ConvergenceWarning
+        _log.info("%s converged in %d iterations (%.2f s): %d basis functions.", method,
+                  result.stats["n_iter"], wall, len(result.support))
+    return replace(result, stats={**result.stats, "wall_time_s": wall})

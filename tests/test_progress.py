@@ -72,3 +72,13 @@ def test_learned_scales_show_their_rounds(monkeypatch, capsys):
     last = err.split("\r")[-1]
     assert err.endswith(": converged\n")
     assert last.startswith(f"eta-RVM: iteration {len(model.scale_history_) - 1:,}, ")
+
+
+@pytest.mark.parametrize("method", ["evidence", "vb"])
+def test_convergence_is_logged_at_info(method, caplog):
+    X, y = make_sinc(40, random_state=1)
+    with caplog.at_level("INFO", logger="rvm_ppl"):
+        model = RVR(gamma=1 / 9, progressbar=False).fit(X, y, method=method)
+    n_iter = model.idata_.attrs["n_iter"]
+    assert [r.getMessage().split(" (")[0] for r in caplog.records if r.name == "rvm_ppl"] == \
+        [f"{method} converged in {n_iter} iterations"]
