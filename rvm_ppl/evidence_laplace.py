@@ -517,7 +517,9 @@ def fit_evidence_bernoulli(
     ill = state.ill
     blocked = {}  # candidate -> basis in the model it duplicates
     counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "cycling": 0, "modes": 1}
-    best_seen, since_best = (state.logml, state, list(active), alpha), 0
+    # The best model seen, by value: the steps with B frozen update a state in
+    # place, so the state itself is re-found from these when it is restored.
+    best_seen, since_best = (state.logml, list(active), alpha.copy(), cols, state.mu.copy()), 0
 
     def new_mode(mu_start):
         """Find the mode of the current model from ``mu_start`` and record its evidence."""
@@ -527,7 +529,8 @@ def fit_evidence_bernoulli(
         ill |= found.ill
         trace.append(found.logml)
         if found.logml > best_seen[0] + STALL_GAIN:
-            best_seen, since_best = (found.logml, found, list(active), alpha), 0
+            best_seen = (found.logml, list(active), alpha.copy(), cols, found.mu.copy())
+            since_best = 0
         else:
             since_best += 1
         return found
@@ -551,7 +554,9 @@ def fit_evidence_bernoulli(
         if since_best >= STALL_ITERATIONS:
             # The steps cycle: each is chosen with B frozen, and at the new mode
             # the evidence falls back. Stop at the best model seen.
-            _, state, active, alpha = best_seen
+            _, active, alpha, cols, mu_best = best_seen
+            state = _Laplace(basis, scale, t, cols, alpha, mu_best)
+            counts["modes"] += 1
             trace.append(state.logml)
             counts["cycling"] = 1
             converged = True

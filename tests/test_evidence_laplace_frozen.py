@@ -104,3 +104,26 @@ def test_low_rank_weighted_norms_through_the_squared_kernel():
     K = RBF(4.0)(X, X)
     Phi = np.hstack([np.ones((700, 1)), K])
     np.testing.assert_allclose(basis.weighted_norms2(b), DenseBasis(Phi).weighted_norms2(b), rtol=1e-9)
+
+
+def test_a_fit_that_stops_cycling_returns_the_best_model_it_saw():
+    """Digit 0 against the rest (scikit-learn's digits, 898 training images): the
+    frozen steps cycle and the fit falls back to the best model seen. That model
+    must be restored by value: the frozen steps had since changed the state it
+    was found in (here, deleting a basis from it)."""
+    from scipy.spatial.distance import pdist
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    X, y = load_digits(return_X_y=True)
+    X, _, y, _ = train_test_split(X / 16, y, test_size=0.5, random_state=0)
+    Phi = design_matrix(X, X, RBF(gamma=1 / np.median(pdist(X, "sqeuclidean"))))
+    res = fit_evidence_bernoulli(Phi, (y == 0).astype(float))
+    assert res.counts["cycling"] == 1 and res.converged
+    assert res.mu.shape == (res.active.size,) and res.Sigma.shape == (res.active.size,) * 2
+    # The reported evidence is the Laplace evidence of the model returned, at its mode,
+    # and the best of the trace.
+    exact = laplace_log_evidence(Phi[:, res.active], (y == 0).astype(float),
+                                 res.alpha[res.active])
+    assert res.log_evidence == pytest.approx(exact, abs=1e-6)
+    assert res.log_evidence >= max(res.log_evidence_trace) - 1e-6
