@@ -89,6 +89,11 @@ def solve_lower(L, B):
     return linalg.solve_triangular(L, B, lower=True, check_finite=False)
 
 
+def solve_lower_t(L, B):
+    """Solve ``L^T X = B`` for lower triangular ``L``."""
+    return linalg.solve_triangular(L, B, lower=True, trans="T", check_finite=False)
+
+
 def cho_covariance(L):
     """``A^{-1}`` from the lower Cholesky factor of ``A``, as ``L^{-T} L^{-1}``.
 

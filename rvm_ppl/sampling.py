@@ -58,10 +58,28 @@ idle 2-core machine; ``benchmarks/bench_bayes.py`` prints the tables.
   ``scipy_``-prefixed symbols, so pointing ``blas__ldflags`` at them fails
   ("undefined symbol: dgemm_"). NUMBA calls LAPACK through scipy and needs no
   C compiler: 0.14 ms per logp + gradient against 0.18 ms for the C backend
-  (N = 100; 0.04 ms at N = 50), NUTS sampling 14 s against 18.5 s. A cold
-  compile costs about 15 s with either backend; PyTensor caches compiled
-  functions on disk (``pytensor.config.base_compiledir``), and as the data
-  enter as shared variables a new data set of the same shape reuses them.
+  (N = 100; 0.04 ms at N = 50), NUTS sampling 14 s against 18.5 s.
+* **First fits.** PyTensor caches compiled functions on disk
+  (``pytensor.config.base_compiledir``, ``~/.pytensor`` unless
+  ``PYTENSOR_FLAGS=base_compiledir=...`` says otherwise), and a data set of
+  another size reuses them (ADVI at N = 300 after N = 100: no recompilation),
+  so only the first fit on a machine compiles. Measured with an empty
+  cache and then a warm one, each in a fresh process, noisy sinc N = 100,
+  package defaults: the Numba compilation happens at the first call of the
+  logp and gradient (about 30 s for NUTS), not when PyMC builds the
+  function. NUTS: 72.5 s cold against 43.2-45.4 s warm while PyMC also
+  compiled the marginal model's ``w`` to store it with every draw; it is
+  now left out of the trace and drawn from the factor :func:`_result`
+  computes anyway (:func:`_trace_var_names`): 64.1 s against 41.7-42.1 s.
+  ADVI compiles a larger graph (the ELBO's gradient and Adam's updates):
+  56.5 s cold against 6.7-7.5 s warm with NUMBA (C backend: 38.5 s / 5.6 s),
+  16.3 s against 12.9-13.3 s with PyTensor's Python VM
+  (``"FAST_COMPILE"``), whose per-iteration overhead no longer matters at
+  N = 300 (34.7 s against NUMBA's 35.4 s).
+  The classifiers' graphs run slower there (100 of Ripley's points: 21 s
+  against 6 s warm; the softmax model on 60 points: 50 s against 6 s), so
+  ADVI runs on the Python VM for the Gaussian likelihood only
+  (:data:`ADVI_COMPILE_MODE`; the classifier with NUMBA: 36.5 s cold).
 * **One BLAS thread** (``blas_threads=1``) around sampling and the draws of
   ``w`` that follow: with default threads the same run took 180-260 s
   instead of 15 s (nutpie: 34 s instead of 11 s). PyMC's chain processes are
@@ -116,13 +134,14 @@ from scipy import special
 from sklearn.exceptions import ConvergenceWarning
 
 from ._idata import multinomial_idata, to_idata
-from ._linalg import blas_limit, cho_covariance, cho_solve, cholesky_jittered
+from ._linalg import blas_limit, cho_covariance, cho_solve, cholesky_jittered, solve_lower_t
 from .inference import FitResult, gamma_relevance
 from .model import alpha_given_weights, model_spec
 
 NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax")
 ADVI_METHODS = ("advi", "fullrank_advi")
 COMPILE_MODE = "NUMBA"
+ADVI_COMPILE_MODE = {"gaussian": "FAST_COMPILE"}  # by likelihood; COMPILE_MODE otherwise
 TARGET_ACCEPT = 0.8
 RHAT_MAX = 1.01
 ESS_MIN_PER_CHAIN = 100
@@ -211,8 +230,10 @@ def _pytensor_blas():
 
     PyTensor from pip links none and warns that "operations that might benefit
     from BLAS will be severely degraded" the first time a graph rewrite asks.
-    The package compiles its models with the NUMBA backend (:data:`COMPILE_MODE`),
-    which calls BLAS through scipy, so the warning does not concern its fits; it
+    The package compiles its models for NUTS with the NUMBA backend
+    (:data:`COMPILE_MODE`) and runs ADVI on the Python VM
+    (:data:`ADVI_COMPILE_MODE`); both call BLAS through numpy and scipy, so the
+    warning does not concern its fits; it
     is logged at INFO on the ``rvm_ppl`` logger instead. A C-mode function of
     the user's own is still slow without a BLAS.
     """
@@ -245,26 +266,35 @@ def _data(model, name):
     return np.asarray(model[name].get_value(), dtype=float)
 
 
-def _conditional_moments(PtP, Pty, alpha, beta):
+def _conditional_moments(PtP, Pty, alpha, beta, z=None):
     """Rao-Blackwellised moments of ``w`` and ``E[gamma_m]`` over draws of ``(alpha, beta)``.
 
     For every draw: ``Sigma = (beta Phi^T Phi + A)^{-1}`` (Tipping 2001,
     eq. 12), ``mu = beta Sigma Phi^T t`` (eq. 13). Returns ``E[mu]``,
-    ``E[Sigma] + Cov[mu]`` and ``E[1 - alpha_m Sigma_mm]`` (eq. 17).
+    ``E[Sigma] + Cov[mu]``, ``E[1 - alpha_m Sigma_mm]`` (eq. 17) and, given
+    standard normal ``z`` of the draws' shape, the exact draws
+    ``w = mu + L^{-T} z`` of ``w | alpha, beta, t`` (else None): the
+    marginal model's ``w`` (:func:`rvm_ppl.model._conditional_weights`),
+    from the same factor.
     """
     M = alpha.shape[-1]
     flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
+    flat_z = None if z is None else z.reshape(-1, M)
+    w = None if z is None else np.empty_like(flat_z)
     mu_sum, second, gamma_sum = np.zeros(M), np.zeros((M, M)), np.zeros(M)
-    for a, b in zip(flat_a, flat_b, strict=True):
+    for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
         L = cholesky_jittered(b * PtP + np.diag(a), what="posterior precision of the weights")
         mu = cho_solve(L, b * Pty)
         Sigma = cho_covariance(L)
         mu_sum += mu
         second += Sigma + np.outer(mu, mu)
         gamma_sum += 1.0 - a * np.diag(Sigma)
+        if w is not None:
+            w[i] = mu + solve_lower_t(L, flat_z[i])
     n = len(flat_a)
     mean = mu_sum / n
-    return mean, second / n - np.outer(mean, mean), gamma_sum / n
+    return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
+            None if w is None else w.reshape(z.shape))
 
 
 def _sample_moments(Phi, w, alpha, beta, likelihood):
@@ -377,10 +407,13 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
         return _categorical_results(method, model, spec, post, rng, stats=stats, fit=fit,
                                     sample_stats=sample_stats)
     Phi = _data(model, "Phi")
-    basis = [str(b) for b in post["w"]["basis"].values] if "basis" in post["w"].coords else \
+    # The marginal regression's w may be left out of the trace (_trace_var_names)
+    # and drawn here from w_std.
+    w_var = post["w"] if "w" in post else post["w_std"]
+    basis = [str(b) for b in w_var["basis"].values] if "basis" in w_var.coords else \
         [f"phi_{m}" for m in range(Phi.shape[1])]
-    w = np.asarray(post["w"].values, dtype=float)
-    n_chain, n_draw, M = w.shape
+    w = np.asarray(post["w"].values, dtype=float) if "w" in post else None
+    n_chain, n_draw, M = w_var.shape
     if "alpha" in post:
         alpha_d = np.asarray(post["alpha"].values, dtype=float)
     elif spec.parameterization == "marginal" and spec.likelihood == "bernoulli":
@@ -393,8 +426,10 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
         beta_d = (np.asarray(post["beta"].values, dtype=float) if "beta" in post
                   else np.full((n_chain, n_draw), spec.beta))
     if gaussian and "PhiT_Phi" in model.named_vars:
-        mean, cov, gamma = _conditional_moments(
-            _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d)
+        z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
+        mean, cov, gamma, w_z = _conditional_moments(
+            _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
+        w = w if w is not None else w_z
     else:
         mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)
     draws = {"w": w, "alpha": alpha_d}
@@ -481,6 +516,20 @@ def _warn_diagnostics(diag, chains):
         )
 
 
+def _trace_var_names(model, spec):
+    """What PyMC's trace stores: without the marginal regression's ``w``, else None (all).
+
+    ``w`` is a deterministic function of ``(alpha, beta, w_std)``; storing it
+    makes PyMC compile one more function (a Cholesky factor and two
+    triangular solves: 13 s of Numba compilation in a fresh install, on a
+    busy machine). :func:`_result` draws it from the factor it computes anyway.
+    """
+    if spec.likelihood != "gaussian" or not {"w_std", "PhiT_Phi"} <= set(model.named_vars):
+        return None
+    return [rv.name for rv in model.free_RVs] + \
+        [d.name for d in model.deterministics if d.name != "w"]
+
+
 def nuts_result(
     model,
     *,
@@ -515,6 +564,9 @@ def nuts_result(
     )
     if nuts_sampler == "pymc":
         kwargs["compile_kwargs"] = {"mode": compile_mode}
+        var_names = _trace_var_names(model, spec)
+        if var_names is not None:
+            kwargs["var_names"] = var_names
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()
@@ -748,7 +800,7 @@ def advi_result(
     learning_rate=ADVI_LEARNING_RATE,
     window=ADVI_WINDOW,
     patience=2,
-    compile_mode=COMPILE_MODE,
+    compile_mode=None,
     blas_threads=1,
     progressbar=False,
     **fit_kwargs,
@@ -763,6 +815,8 @@ def advi_result(
     if method not in ADVI_METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {list(ADVI_METHODS)}.")
     spec = _check_model(model)
+    if compile_mode is None:
+        compile_mode = ADVI_COMPILE_MODE.get(spec.likelihood, COMPILE_MODE)
     N = _data(model, "Phi").shape[0]
     rng, seed = _seeds(random_state)
     stop = _MedianLossConvergence(window, tol * N, patience)
@@ -847,8 +901,13 @@ def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_s
     learning_rate : float
         Adam step size.
     window, patience : int
-    compile_mode : str
-        PyTensor mode (``"NUMBA"``, or ``"FAST_RUN"`` for the C backend).
+    compile_mode : str, optional
+        PyTensor mode. Default: :data:`ADVI_COMPILE_MODE` for the model's
+        likelihood, else :data:`COMPILE_MODE`: for regression
+        ``"FAST_COMPILE"``, the Python VM (no compilation: 15 s for a first
+        fit at N = 100 against 59 s with ``"NUMBA"``, which once cached is
+        faster only at small N: 5.9 s against 12.1 s); ``"NUMBA"`` for the
+        classifiers. ``"FAST_RUN"`` is the C backend.
     blas_threads : int or None
         BLAS threads while fitting; None leaves them alone.
     progressbar : bool

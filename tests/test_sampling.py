@@ -341,3 +341,31 @@ def test_advi_progress_bar_ends_full_when_the_fit_stops_early():
         bar.finish(2500, converged=True)
     task = bar.progress.tasks[0]
     assert task.total == task.completed == 2500 and task.fields["loss"] == "converged"
+
+
+def test_weights_drawn_outside_the_trace_are_the_exact_conditional_draws():
+    """The marginal regression's w is left out of PyMC's trace and drawn from the
+    factor of H = beta Phi'Phi + A: w = mu + L^{-T} z, so L^T (w - mu) = z, with
+    mu = beta H^{-1} Phi't (Tipping 2001, eqs. 12-13)."""
+    from scipy import linalg
+
+    from rvm_ppl.sampling import _conditional_moments, _trace_var_names
+
+    X, y = make_sinc(30, random_state=3)
+    Phi = design_matrix(X, X, RBF(gamma=1 / 9))
+    rng = np.random.default_rng(0)
+    alpha = np.exp(rng.normal(0.0, 2.0, size=(2, 3, Phi.shape[1])))
+    beta = np.exp(rng.normal(4.0, 0.5, size=(2, 3)))
+    z = rng.standard_normal(alpha.shape)
+    PtP, Pty = Phi.T @ Phi, Phi.T @ y
+    *_, w = _conditional_moments(PtP, Pty, alpha, beta, z)
+    for idx in np.ndindex(2, 3):
+        H = beta[idx] * PtP + np.diag(alpha[idx])
+        mu = linalg.solve(H, beta[idx] * Pty, assume_a="pos")
+        L = linalg.cholesky(H, lower=True)
+        np.testing.assert_allclose(L.T @ (w[idx] - mu), z[idx], atol=1e-8)
+    model = build_model(Phi, y)
+    assert _trace_var_names(model, model.rvm_spec) == ["alpha", "beta", "w_std"]
+    # Models where w is sampled (or the likelihood is not Gaussian) keep every variable.
+    centred = build_model(Phi, y, parameterization="centered")
+    assert _trace_var_names(centred, centred.rvm_spec) is None
