@@ -21,6 +21,11 @@ where the true value falls:
     ``+inf``). Its mean over replications is 1/2 for a median-unbiased
     estimate.
 
+The loop is the package's own: simuk, the SBC package of the PyMC
+ecosystem, needs ``arviz_base`` (the ArviZ 1 stack) from version 0.2 and
+bambi before it, and runs NUTS only, not the variational SBC of the
+closed-form methods.
+
 :func:`sbc_tests` gives the uniformity test of the ranks (chi-square on
 equal bins) and the symmetry test of ``p`` (Kolmogorov-Smirnov of ``p``
 against ``1 - p``, Yao et al. 2018), and :func:`plot_sbc_ecdf` the ECDF
