@@ -70,7 +70,9 @@ idle 2-core machine; ``benchmarks/bench_bayes.py`` prints the tables.
   function. NUTS: 72.5 s cold against 43.2-45.4 s warm while PyMC also
   compiled the marginal model's ``w`` to store it with every draw; it is
   now left out of the trace and drawn from the factor :func:`_result`
-  computes anyway (:func:`_trace_var_names`): 64.1 s against 41.7-42.1 s.
+  computes anyway (:func:`_trace_var_names`): 64.1 s against 41.7-42.1 s
+  (later, on the same machine: 82.0-87.7 s against 53.5 s; the demo from a
+  fresh environment: 68.6 s against 48.6 s), 1.4-1.6 times a warm fit.
   ADVI compiles a larger graph (the ELBO's gradient and Adam's updates):
   56.5 s cold against 6.7-7.5 s warm with NUMBA (C backend: 38.5 s / 5.6 s),
   16.3 s against 12.9-13.3 s with PyTensor's Python VM
