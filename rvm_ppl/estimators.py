@@ -141,8 +141,11 @@ class _RVMBase(BaseEstimator):
         return method
 
     def _fit_result(self, method, basis, y, *, labels, likelihood, start=None, beta=None,
-                    fit_beta=True):
-        """Run ``method``'s fitter with this estimator's parameters."""
+                    fit_beta=True, model_kw=None):
+        """Run ``method``'s fitter with this estimator's parameters.
+
+        ``model_kw`` goes to :func:`rvm_ppl.model.build_model` (advi, nuts).
+        """
         kwargs = dict(labels=labels, likelihood=likelihood, priors=self.priors)
         max_iter = self.max_iter or DEFAULT_MAX_ITER.get(method)
         tol = self.tol or DEFAULT_TOL.get(method)
@@ -154,7 +157,8 @@ class _RVMBase(BaseEstimator):
             kwargs.update(max_iter=max_iter, tol=tol, progressbar=self.progressbar)
         else:
             kwargs.update(draws=self.draws, random_state=_seed(self.random_state),
-                          sample_kwargs={"progressbar": self.progressbar, **self._sample_kwargs()})
+                          sample_kwargs={"progressbar": self.progressbar, **self._sample_kwargs()},
+                          model_kw=model_kw)
             if method == "advi":
                 kwargs.update(max_iter=max_iter, tol=tol)
             else:
@@ -860,20 +864,9 @@ progressbar
                                                alignment_test=self.alignment_test,
                                                progressbar=self.progressbar)
             return _multinomial_evidence_results(res, labels), res.Sigma
-        from . import sampling
-        from .inference import dense_phi
-        from .model import build_model
-
-        model = build_model(dense_phi(basis, f"method={method!r}"), codes,
-                            likelihood="categorical", shared_alpha=self.shared_alpha,
-                            basis=list(labels), classes=[str(c) for c in classes],
-                            priors=self.priors)
-        kwargs = dict(draws=self.draws, random_state=_seed(self.random_state),
-                      blas_threads=self.blas_threads, progressbar=self.progressbar,
-                      **self._sample_kwargs())
-        if method == "advi":
-            return sampling.advi_result(model, n_iter=max_iter, tol=tol, **kwargs), None
-        return sampling.nuts_result(model, tune=self.tune, chains=self.chains, **kwargs), None
+        model_kw = {"shared_alpha": self.shared_alpha, "classes": [str(c) for c in classes]}
+        return self._fit_result(method, basis, codes, labels=labels, likelihood="categorical",
+                                model_kw=model_kw), None
 
     def _store(self, X, classes, codes, kernel, n_extra, method, results, joint_cov=None):
         self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=results)

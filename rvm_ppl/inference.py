@@ -310,32 +310,42 @@ def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
     )
 
 
-def _sampling_model(basis, y, labels, likelihood, priors):
-    """The PyMC model of the sampling methods, hyperpriors in the units of ``y``."""
+def _sampling_model(basis, y, labels, likelihood, priors, model_kw=None):
+    """The PyMC model of the sampling methods, hyperpriors in the units of ``y``.
+
+    ``model_kw``: further keywords of :func:`rvm_ppl.model.build_model`
+    (``shared_alpha``, ``classes`` of the categorical likelihood).
+    """
     from .model import build_model, model_priors
 
     p = (scale_priors(priors, _target_scale(y)) if likelihood == "gaussian"
          else model_priors(priors, likelihood))
     return build_model(dense_phi(basis, "method='advi'/'nuts'"), y, likelihood=likelihood,
-                       basis=list(labels), priors=p)
+                       basis=list(labels), priors=p, **(model_kw or {}))
 
 
 def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, random_state,
-             sample_kwargs):
-    """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.sampling.fit_advi`)."""
+             sample_kwargs, model_kw=None):
+    """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.sampling.fit_advi`).
+
+    The categorical likelihood gives one result per class.
+    """
     from . import sampling
 
-    model = _sampling_model(basis, y, labels, likelihood, priors)
+    model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
     return sampling.advi_result(model, n_iter=max_iter, tol=tol, draws=draws,
                                 random_state=random_state, **(sample_kwargs or {}))
 
 
 def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, random_state,
-             sample_kwargs):
-    """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`)."""
+             sample_kwargs, model_kw=None):
+    """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`).
+
+    The categorical likelihood gives one result per class.
+    """
     from . import sampling
 
-    model = _sampling_model(basis, y, labels, likelihood, priors)
+    model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
     return sampling.nuts_result(model, draws=draws, tune=tune, chains=chains,
                                 random_state=random_state, **(sample_kwargs or {}))
 
@@ -374,8 +384,8 @@ def fit(method, basis, y, *, blas_threads=1, **kwargs):
     start = time.perf_counter()
     with blas_limit(blas_threads):
         result = fitter(basis, y, **kwargs)
-    if "wall_time_s" in result.stats:  # the sampling methods time themselves (and log)
-        return result
+    if isinstance(result, list) or "wall_time_s" in result.stats:
+        return result  # the sampling methods time themselves (and log)
     wall = time.perf_counter() - start
     if result.stats.get("converged"):  # not converging is a ConvergenceWarning
         _log.info("%s converged in %d iterations (%.2f s): %d basis functions.", method,
