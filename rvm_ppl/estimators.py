@@ -31,7 +31,14 @@ from ._linalg import blas_limit
 from .augment import rvm_star_predict
 from .evidence_laplace import predict_proba_moderated
 from .evidence_multinomial import fit_evidence_multinomial, predict_proba_multinomial
-from .inference import _FIT_METHODS, DEFAULT_MAX_ITER, DEFAULT_TOL, FitResult, fit_evidence_scales
+from .inference import (
+    _FIT_METHODS,
+    DEFAULT_MAX_ITER,
+    DEFAULT_TOL,
+    FitResult,
+    fit_evidence_scales,
+    multinomial_evidence_results,
+)
 from .inference import fit as _fit
 from .kernels import KERNEL_NAMES, RBF, Kernel, basis_labels, make_kernel
 from .scales import (
@@ -863,7 +870,7 @@ progressbar
                                                max_iter=max_iter, tol=tol,
                                                alignment_test=self.alignment_test,
                                                progressbar=self.progressbar)
-            return _multinomial_evidence_results(res, labels), res.Sigma
+            return multinomial_evidence_results(res, labels), res.Sigma
         model_kw = {"shared_alpha": self.shared_alpha, "classes": [str(c) for c in classes]}
         return self._fit_result(method, basis, codes, labels=labels, likelihood="categorical",
                                 model_kw=model_kw), None
@@ -1018,34 +1025,3 @@ progressbar
             self._idata = parts[0] if len(parts) == 1 else ovr_idata(
                 parts, self.classes_, self.y_codes_, seed)
         return self._idata
-
-
-
-def _multinomial_evidence_results(res, labels):
-    """One :class:`FitResult` per class from a :class:`MultinomialEvidenceResult`.
-
-    Class ``k``'s support is the bases its weights use, ``mean`` and ``cov``
-    its block of the Laplace posterior, ``alpha`` its row (``inf`` where
-    pruned), ``gamma_km = 1 - alpha_km Sigma_km,km`` (Tipping 2001, eq. 17)
-    with the joint ``Sigma``; every class carries the model's log evidence.
-    """
-    K = res.n_classes
-    cls, p = res.coef_index[:, 0], res.coef_index[:, 1]
-    diag = np.diag(res.Sigma)
-    stats = {"log_evidence": float(res.log_evidence), "n_iter": int(res.n_iter),
-             "converged": int(res.converged), "shared_alpha": int(res.shared_alpha)}
-    out = []
-    for k in range(K):
-        rows = np.flatnonzero(cls == k)
-        support = res.active[p[rows]]
-        alpha = res.alpha[k]
-        gamma = np.zeros(len(alpha))
-        gamma[support] = 1.0 - alpha[support] * diag[rows]
-        out.append(FitResult(
-            method="evidence", likelihood="categorical", basis=tuple(labels),
-            support=np.asarray(support, dtype=int), mean=res.mu[k, p[rows]],
-            cov=res.Sigma[np.ix_(rows, rows)], alpha=alpha, beta=None, noise_var=None,
-            gamma=gamma, relevant=np.isfinite(alpha), stats={**stats, "class": str(k)},
-            fit={"log_evidence": (("iteration",), res.log_evidence_trace)},
-        ))
-    return out

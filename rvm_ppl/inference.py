@@ -224,6 +224,36 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     return _evidence_result(res, labels, likelihood, scale, len(y))
 
 
+def multinomial_evidence_results(res, labels):
+    """One :class:`FitResult` per class from a :class:`MultinomialEvidenceResult`.
+
+    Class ``k``'s support is the bases its weights use, ``mean`` and ``cov``
+    its block of the Laplace posterior, ``alpha`` its row (``inf`` where
+    pruned), ``gamma_km = 1 - alpha_km Sigma_km,km`` (Tipping 2001, eq. 17)
+    with the joint ``Sigma``; every class carries the model's log evidence.
+    """
+    K = res.n_classes
+    cls, p = res.coef_index[:, 0], res.coef_index[:, 1]
+    diag = np.diag(res.Sigma)
+    stats = {"log_evidence": float(res.log_evidence), "n_iter": int(res.n_iter),
+             "converged": int(res.converged), "shared_alpha": int(res.shared_alpha)}
+    out = []
+    for k in range(K):
+        rows = np.flatnonzero(cls == k)
+        support = res.active[p[rows]]
+        alpha = res.alpha[k]
+        gamma = np.zeros(len(alpha))
+        gamma[support] = 1.0 - alpha[support] * diag[rows]
+        out.append(FitResult(
+            method="evidence", likelihood="categorical", basis=tuple(labels),
+            support=np.asarray(support, dtype=int), mean=res.mu[k, p[rows]],
+            cov=res.Sigma[np.ix_(rows, rows)], alpha=alpha, beta=None, noise_var=None,
+            gamma=gamma, relevant=np.isfinite(alpha), stats={**stats, "class": str(k)},
+            fit={"log_evidence": (("iteration",), res.log_evidence_trace)},
+        ))
+    return out
+
+
 def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, beta, eta0,
                         bias, extra_basis, schedule, progressbar=False):
     """Type-II maximum likelihood with one learned Gaussian-kernel scale per input.
