@@ -292,7 +292,7 @@ def build_model(
                 "w", nu=2 * p["a"], mu=0.0, sigma=np.sqrt(p["b"] / p["a"]), dims="basis",
                 transform=_scaled_asinh_class()(np.sqrt(2 * p["b"])),
             )
-            pm.Bernoulli("y", logit_p=Phi_d @ w, observed=y_d, shape=n_rows)  # eq. (23)
+            _bernoulli_logit("y", Phi_d @ w, y_d, n_rows)  # eq. (23)
             model.rvm_spec = spec
             return model
         if alpha is None:
@@ -342,7 +342,7 @@ def build_model(
         if likelihood == "gaussian":
             pm.Normal("y", mu=f, sigma=beta_v**-0.5, observed=y_d, shape=n_rows)  # eq. (4)
         else:
-            pm.Bernoulli("y", logit_p=f, observed=y_d, shape=n_rows)  # Tipping (2001) eq. (23)
+            _bernoulli_logit("y", f, y_d, n_rows)  # Tipping (2001) eq. (23)
     model.rvm_spec = spec
     return model
 
@@ -367,6 +367,29 @@ def _categorical_model(Phi, y, *, basis, priors, shared_alpha, classes, paramete
     model.rvm_spec = ModelSpec("categorical", "marginal", model_priors(priors, "categorical"),
                                shared_alpha=bool(shared_alpha))
     return model
+
+
+def _bernoulli_logit(name, eta, observed, n_rows):
+    """``y_n ~ Bernoulli(sigma(eta_n))`` with a log density whose gradient stays finite.
+
+    ``log p(y | eta) = y eta - softplus(eta)`` (Tipping 2001, eq. 23), with
+    ``softplus(eta) = max(eta, 0) + log1p(exp(-|eta|))``. PyMC's
+    ``Bernoulli(logit_p=...)`` has the same density, but PyTensor 3.0 rewrites
+    its gradient at ``y = 0`` into ``sigma (1 - sigma) / (1 - sigma)``, which is
+    0/0 once ``eta`` exceeds about 37: ADVI then stops with a NaN loss on
+    problems of a few hundred points (Ripley's 250, Pima's 200).
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    def logp(value, eta):
+        return value * eta - (pt.maximum(eta, 0.0) + pt.log1p(pt.exp(-pt.abs(eta))))
+
+    def random(eta, rng=None, size=None):
+        return rng.binomial(1, 0.5 * (1.0 + np.tanh(0.5 * np.asarray(eta))), size=size)
+
+    return pm.CustomDist(name, eta, logp=logp, random=random, observed=observed, shape=n_rows,
+                         dtype="int64")
 
 
 def _conditional_weights(alpha, beta, PtP, Pty, z):

@@ -127,3 +127,20 @@ def test_binary_only_path_rejects_other_labels():
 
     with pytest.raises(ValueError, match="must be 0 or 1"):
         fit_evidence_bernoulli(np.ones((4, 2)), np.array([0.0, 1.0, 2.0, 1.0]))
+
+
+@pytest.mark.parametrize("y, logit", [(0, 50.0), (1, -50.0), (0, -50.0), (1, 50.0), (0, 800.0)])
+def test_bernoulli_model_gradient_is_finite_at_large_logits(y, logit):
+    """d/dw [log N(w | 0, 1/alpha) + log Bernoulli(y | sigma(phi w))] = -alpha w + phi (y - sigma(phi w))."""
+    from rvm_ppl.model import build_model
+
+    phi, alpha = 50.0, 2.0
+    model = build_model(np.array([[phi]]), np.array([y]), likelihood="bernoulli",
+                        parameterization="centered", alpha=alpha)
+    w = logit / phi
+    grad = model.compile_dlogp()({"w": np.array([w])})
+    assert np.allclose(grad, -alpha * w + phi * (y - expit(logit)), rtol=1e-12, atol=1e-12)
+    logp = model.compile_logp()({"w": np.array([w])})
+    expected = (0.5 * np.log(alpha / (2 * np.pi)) - 0.5 * alpha * w**2
+                + y * logit - np.logaddexp(0.0, logit))
+    assert np.isclose(logp, expected, rtol=1e-12)
