@@ -69,6 +69,7 @@ ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
 DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
 DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
 # and the best candidates to add)
+MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
 
 ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"
 
@@ -1020,8 +1021,22 @@ def fit_evidence_regression(
     refresh="drift",
     progress=False,
     progressbar=False,
+    multistart="auto",
 ):
     """Maximise the log evidence of a Gaussian RVM by the fast sequential algorithm.
+
+    The log evidence has many local maxima and the sequential algorithm
+    climbs to one of them. With ``multistart`` a second ascent starts from
+    the same basis function without the two heuristics of the first (the
+    noise warm-up, or its absence, is swapped and the alignment test is
+    off), the fit with the higher objective is kept, and if the alignment
+    test blocked candidates in it, the ascent is continued from it with the
+    test off, so that the evidence itself decides whether they enter.
+    Every step of each ascent raises the objective, so the result is at
+    least as good as the first ascent alone. On the five problems of part C
+    of ``benchmarks/bench_evidence.py`` this reaches or exceeds the log
+    evidence of Tipping's (2001) full re-estimation, which the first ascent
+    alone missed by up to 13 nats (Boston housing, RBF ``gamma = 0.1``).
 
     Parameters
     ----------
@@ -1090,11 +1105,58 @@ def fit_evidence_regression(
     progressbar : bool
         Show a live line (iteration, basis functions, log evidence) on
         standard error once the fit has run two seconds.
+    multistart : bool or "auto"
+        Run the second ascent and the re-check described above. ``"auto"``
+        (default): only for ``N <= MULTISTART_MAX_N`` targets and without
+        ``warm_start``, where the extra ascents cost a fraction of a second
+        (at most three times a single fit); a warm-started fit continues
+        from its start alone. ``counts["starts"]`` is the number of ascents
+        run, and ``n_iter``, ``counts`` and the traces are those of the
+        ascents that led to the result (the re-check continuing the kept
+        one); ``callback`` and progress messages see every ascent.
 
     Returns
     -------
     EvidenceResult
     """
+    if multistart not in (True, False, "auto"):
+        raise ValueError(f"multistart must be True, False or 'auto'; got {multistart!r}.")
+    if not isinstance(basis, DenseBasis) and isinstance(basis, np.ndarray):
+        basis = DenseBasis(basis)
+    kw = dict(beta=beta, fixed_beta=fixed_beta, start=start, max_iter=max_iter, tol=tol,
+              alignment_test=alignment_test, noise_warmup=noise_warmup, priors=priors,
+              warm_start=warm_start, warn=warn, callback=callback, refresh=refresh,
+              progress=progress, progressbar=progressbar)
+    first = _fit_sequential(basis, t, **kw)
+    if multistart == "auto":
+        multistart = warm_start is None and len(t) <= MULTISTART_MAX_N
+    if not multistart:
+        return first
+    second = _fit_sequential(basis, t, **dict(kw, noise_warmup=not noise_warmup, alignment_test=False))
+    best = first if first.objective >= second.objective else second
+    starts = 2
+    if alignment_test and best.aligned.size:
+        again = _fit_sequential(basis, t, **dict(
+            kw, beta=best.beta, noise_warmup=False, alignment_test=False, warm_start=best))
+        best = _continued(best, again)
+        starts += 1
+    best.counts["starts"] = starts
+    return best
+
+
+def _continued(first, then):
+    """``then`` (an ascent warm-started from ``first``) with the history of both."""
+    then.log_evidence_trace = np.concatenate([first.log_evidence_trace, then.log_evidence_trace[1:]])
+    then.objective_trace = np.concatenate([first.objective_trace, then.objective_trace[1:]])
+    then.n_iter += first.n_iter
+    then.counts = {k: first.counts.get(k, 0) + then.counts.get(k, 0)
+                   for k in first.counts.keys() | then.counts.keys()}
+    return then
+
+
+def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignment_test,
+                    noise_warmup, priors, warm_start, warn, callback, refresh, progress, progressbar):
+    """One ascent of the fast sequential algorithm (:func:`fit_evidence_regression`)."""
     if not (refresh == "drift" or (isinstance(refresh, (int, np.integer)) and not isinstance(refresh, bool)
                                    and refresh >= 1)):
         raise ValueError(f"refresh must be 'drift' or a positive integer; got {refresh!r}.")
@@ -1102,8 +1164,6 @@ def fit_evidence_regression(
     priors = resolve_evidence_priors(priors)
     alpha_prior = priors is not None and (priors["a"] > 0 or priors["b"] > 0)
     c_d = (0.0, 0.0) if priors is None else (priors["c"], priors["d"])
-    if not isinstance(basis, DenseBasis) and isinstance(basis, np.ndarray):
-        basis = DenseBasis(basis)
     t = np.asarray(t, dtype=float)
     M = basis.n_basis
     norms2, proj = basis.norms2_and_project(t)
