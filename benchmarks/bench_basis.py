@@ -20,7 +20,21 @@ Part B is Friedman #1 (App. E): 240 training points with unit noise, ten
 inputs of which five are irrelevant, 1000 noise-free test points. The
 fixed-width RVM's single ``gamma`` is chosen, as in the paper, by 5-fold
 cross-validation on the training set (squared error, grid 0.2, 0.3, 0.5,
-0.8, 1.2); the eta-RVM starts from that ``gamma`` for all ten inputs.
+0.8, 1.2); the eta-RVM starts from that ``gamma`` for all ten inputs. The
+last eta-RVM row keeps, per repetition, the schedule whose fit has the
+higher log evidence (a choice made on the training data alone).
+
+Measured (5 repetitions, one BLAS thread): the fixed-width RVM 2.95 MSE /
+49.4 vectors; eta-RVM "refine" 0.60 / 24.4 (log evidence -395.0, 3.9 s per
+fit); "grow" 1.44 / 11.2 (-442.5); the schedule with the higher evidence
+0.54 / 22.2 (6.6 s for both fits); the paper's eta-RVM 0.27 / 11.5. The
+"refine" fits end at local maxima of the evidence in which the five
+irrelevant scales stay at 0.02-0.3 instead of collapsing; the stopping
+rule is not the cause (a tolerance of 1e-6 instead of 1e-3 ends at the same
+point), and schedules that do collapse them further (more L-BFGS steps per
+round, or longer alpha updates) end at lower evidence, with fewer vectors
+and on some repetitions a lower test error, so the evidence does not
+prefer them.
 
 All fits are plain type-II maximum likelihood (no hyperpriors), fast
 sequential solver from the bias. Times are wall-clock seconds per fit on
@@ -135,8 +149,9 @@ def _cv_gamma(X, y, grid, folds=5, seed=0):
 
 def part_friedman(reps):
     grid = [0.2, 0.3, 0.5, 0.8, 1.2]
+    best = "eta-RVM, the schedule with the higher log evidence"
     rows = {"fixed-width RVM (gamma by 5-fold CV)": [], "eta-RVM, schedule refine": [],
-            "eta-RVM, schedule grow": []}
+            "eta-RVM, schedule grow": [], best: []}
     gammas, cv_secs = [], []
     for rep in range(reps):
         X, y = make_friedman1(240, noise=1.0, random_state=100 + rep)
@@ -155,6 +170,10 @@ def part_friedman(reps):
             mse = np.mean((P @ res.mu - ft) ** 2)
             rows[name].append((mse, res.active.size - (0 in res.active), res.log_evidence, sec, r,
                                res.beta**-0.5, eta))
+        # Chosen on the training data alone; its time is that of both fits.
+        pair = [rows["eta-RVM, schedule refine"][-1], rows["eta-RVM, schedule grow"][-1]]
+        pick = max(pair, key=lambda x: x[2])
+        rows[best].append(pick[:3] + (pair[0][3] + pair[1][3],) + pick[4:])
     print(f"\n## B. Friedman #1, N = 240, d = 10 (inputs 6-10 irrelevant), {reps} repetitions\n")
     print(f"CV-chosen gamma per repetition: {gammas} (grid {grid}); CV took {np.mean(cv_secs):.1f} s per repetition.\n")
     print("| model | test MSE | vectors | noise sd | log evidence | rounds | s/fit | mean eta, inputs 1-5 | mean eta, inputs 6-10 |")

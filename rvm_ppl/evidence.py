@@ -69,6 +69,7 @@ ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
 DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
 DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
 # and the best candidates to add)
+MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
 
 ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"
 
@@ -973,11 +974,11 @@ class _Progress:
         self.logged = False
         self.line = FitProgress(label, "log evidence", show=progressbar)
 
-    def __call__(self, it, model, *, final=False, converged=True):
+    def __call__(self, it, n_active, logml, *, final=False, converged=True):
         if final:
-            self.line.finish(it, len(model.active), model.logml, converged)
+            self.line.finish(it, n_active, logml, converged)
         else:
-            self.line.update(it, len(model.active), model.logml)
+            self.line.update(it, n_active, logml)
         if self.every is None:
             return
         now = time.perf_counter()
@@ -987,7 +988,7 @@ class _Progress:
             self.last, self.logged = now, True
             logger.info(
                 "%s %d: %d basis functions, log evidence %.6g, %.1f s",
-                "done after iteration" if final else "iteration", it, len(model.active), model.logml,
+                "done after iteration" if final else "iteration", it, n_active, logml,
                 now - self.start,
             )
 
@@ -1020,8 +1021,22 @@ def fit_evidence_regression(
     refresh="drift",
     progress=False,
     progressbar=False,
+    multistart="auto",
 ):
     """Maximise the log evidence of a Gaussian RVM by the fast sequential algorithm.
+
+    The log evidence has many local maxima and the sequential algorithm
+    climbs to one of them. With ``multistart`` a second ascent starts from
+    the same basis function without the two heuristics of the first (the
+    noise warm-up, or its absence, is swapped and the alignment test is
+    off), the fit with the higher objective is kept, and if the alignment
+    test blocked candidates in it, the ascent is continued from it with the
+    test off, so that the evidence itself decides whether they enter.
+    Every step of each ascent raises the objective, so the result is at
+    least as good as the first ascent alone. On the five problems of part C
+    of ``benchmarks/bench_evidence.py`` this reaches or exceeds the log
+    evidence of Tipping's (2001) full re-estimation, which the first ascent
+    alone missed by up to 13 nats (Boston housing, RBF ``gamma = 0.1``).
 
     Parameters
     ----------
@@ -1090,20 +1105,72 @@ def fit_evidence_regression(
     progressbar : bool
         Show a live line (iteration, basis functions, log evidence) on
         standard error once the fit has run two seconds.
+    multistart : bool or "auto"
+        Run the second ascent and the re-check described above. ``"auto"``
+        (default): only for ``N <= MULTISTART_MAX_N`` targets and without
+        ``warm_start``, where the extra ascents cost a fraction of a second
+        (at most three times a single fit); a warm-started fit continues
+        from its start alone. ``counts["starts"]`` is the number of ascents
+        run; ``n_iter`` and ``counts`` add up every ascent, while the
+        traces are those of the ascents that led to the result (the
+        re-check continuing the kept one); ``callback`` and progress
+        messages see every ascent.
 
     Returns
     -------
     EvidenceResult
     """
+    if multistart not in (True, False, "auto"):
+        raise ValueError(f"multistart must be True, False or 'auto'; got {multistart!r}.")
+    if not isinstance(basis, DenseBasis) and isinstance(basis, np.ndarray):
+        basis = DenseBasis(basis)
+    report = _Progress(progress, progressbar)
+    kw = dict(beta=beta, fixed_beta=fixed_beta, start=start, max_iter=max_iter, tol=tol,
+              alignment_test=alignment_test, noise_warmup=noise_warmup, priors=priors,
+              warm_start=warm_start, warn=warn, callback=callback, refresh=refresh, report=report)
+    best = _fit_sequential(basis, t, **kw)
+    if multistart == "auto":
+        multistart = warm_start is None and len(t) <= MULTISTART_MAX_N
+    if multistart:
+        best = _multistart(basis, t, best, kw)
+    report(best.n_iter, best.active.size, best.log_evidence, final=True, converged=best.converged)
+    return best
+
+
+def _multistart(basis, t, first, kw):
+    """The second ascent and the re-check of :func:`fit_evidence_regression`."""
+    second = _fit_sequential(basis, t, **dict(
+        kw, noise_warmup=not kw["noise_warmup"], alignment_test=False, it0=first.n_iter))
+    runs = [first, second]
+    best = first if first.objective >= second.objective else second
+    if kw["alignment_test"] and best.aligned.size:
+        again = _fit_sequential(basis, t, **dict(
+            kw, beta=best.beta, noise_warmup=False, alignment_test=False, warm_start=best,
+            it0=first.n_iter + second.n_iter))
+        runs.append(again)
+        # The re-check continues the kept ascent: its history is theirs together.
+        again.log_evidence_trace = np.concatenate([best.log_evidence_trace, again.log_evidence_trace[1:]])
+        again.objective_trace = np.concatenate([best.objective_trace, again.objective_trace[1:]])
+        best = again
+    best.n_iter = sum(r.n_iter for r in runs)
+    best.counts = {k: sum(r.counts.get(k, 0) for r in runs) for k in first.counts}
+    best.counts["starts"] = len(runs)
+    return best
+
+
+def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignment_test,
+                    noise_warmup, priors, warm_start, warn, callback, refresh, report, it0=0):
+    """One ascent of the fast sequential algorithm (:func:`fit_evidence_regression`).
+
+    ``report`` is the fit's :class:`_Progress`; iterations are reported
+    from ``it0 + 1`` on, after those of earlier ascents.
+    """
     if not (refresh == "drift" or (isinstance(refresh, (int, np.integer)) and not isinstance(refresh, bool)
                                    and refresh >= 1)):
         raise ValueError(f"refresh must be 'drift' or a positive integer; got {refresh!r}.")
-    report = _Progress(progress, progressbar)
     priors = resolve_evidence_priors(priors)
     alpha_prior = priors is not None and (priors["a"] > 0 or priors["b"] > 0)
     c_d = (0.0, 0.0) if priors is None else (priors["c"], priors["d"])
-    if not isinstance(basis, DenseBasis) and isinstance(basis, np.ndarray):
-        basis = DenseBasis(basis)
     t = np.asarray(t, dtype=float)
     M = basis.n_basis
     norms2, proj = basis.norms2_and_project(t)
@@ -1217,7 +1284,7 @@ def fit_evidence_regression(
             objective_trace.append(model.logml + model.penalty(priors))
             if callback is not None:
                 callback(it, action if not terminate else "noise", best, model.logml)
-        report(it, model)
+        report(it0 + it, len(model.active), model.logml)
         if terminate and not noise_moved:
             converged = True
             break
@@ -1226,7 +1293,6 @@ def fit_evidence_regression(
             warn_not_converged(max_iter)
 
     model.load(model.full_statistics())
-    report(it, model, final=True, converged=converged)
     return model.result(
         trace, it, converged, aligned=np.flatnonzero(blocker >= 0), counts=counts, priors=priors,
         objective_trace=objective_trace,
