@@ -151,7 +151,7 @@ def _as_float64(*args):
     return [pt.cast(pt.as_tensor_variable(v), "float64") for v in args]
 
 
-def dense_marginal_loglike():
+def dense_marginal_loglike(*, inverse="trtri"):
     """``log N(t | 0, C)``, ``C = beta^{-1} I + Phi A^{-1} Phi^T``, as a PyTensor op.
 
     Tipping (2001) eq. (15) in the M x M form of his Appendix A: with
@@ -175,6 +175,14 @@ def dense_marginal_loglike():
     for a Cholesky factor (some ``alpha_m`` tiny), which NUTS otherwise
     reports as divergences.
 
+    Parameters
+    ----------
+    inverse : {"trtri", "solve"}
+        How ``L^{-1}`` is formed: LAPACK's triangular inverse
+        (:mod:`rvm_ppl._trtri`, ``M^3 / 3`` flops) or a triangular solve
+        against the identity (``M^3`` flops; the form before ``dtrtri``,
+        kept for ``benchmarks/bench_bayes.py --part gradient``).
+
     Returns
     -------
     callable
@@ -184,6 +192,14 @@ def dense_marginal_loglike():
     """
     import pytensor.tensor as pt
     from pytensor.tensor.slinalg import solve_triangular
+
+    if inverse not in ("trtri", "solve"):
+        raise ValueError(f"inverse must be 'trtri' or 'solve'; got {inverse!r}.")
+    if inverse == "trtri":
+        from ._trtri import lower_triangular_inverse
+    else:
+        def lower_triangular_inverse(L):
+            return solve_triangular(L, pt.eye(L.shape[0]), lower=True)
 
     def value_and_gradient(t, alpha, beta, Phi, PtP):
         N, M = t.shape[0], alpha.shape[0]
@@ -195,7 +211,7 @@ def dense_marginal_loglike():
         logp = -0.5 * (
             N * np.log(2 * np.pi) - N * pt.log(beta) - pt.sum(pt.log(alpha)) + logdet_H + quad
         )
-        Linv = solve_triangular(L, pt.eye(M), lower=True)
+        Linv = lower_triangular_inverse(L)
         Sigma_diag = pt.sum(Linv**2, axis=0)
         mu = Linv.T @ z  # eq. (13)
         resid = t - Phi @ mu
