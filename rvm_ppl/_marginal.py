@@ -25,6 +25,8 @@ LOW_RANK_TOL = 1e-12
 # Downdated squared residual norms are recomputed once they fall below this
 # fraction of their last exact maximum (they are accurate to ~eps of it).
 _RECOMPUTE = 1e-6
+# lowrank_conditional_moments: rows of W A^{-1/2} gathered per matrix product.
+_MOMENT_BLOCK_ROWS = 2048
 # The low-rank form is used when its flop count, 3 k^2 M + 4 N k, is at most
 # this fraction of the dense form's, (4/3) M^3 (Cholesky and triangular inverse).
 LOW_RANK_MAX_COST = 0.25
@@ -289,3 +291,84 @@ def lowrank_marginal_loglike():
         return op(*_as_float64(value, alpha, beta, Q, V))[0]
 
     return marginal
+
+
+def _inv_sqrt_factor(lam):
+    """``((1 + lam)^{-1/2} - 1) / lam``, without cancellation and finite at ``lam = 0``."""
+    r = np.sqrt(1.0 + lam)
+    return -1.0 / (r * (1.0 + r))
+
+
+def lowrank_conditional_weights(alpha, beta, V, s, z):
+    """``w = mu + R z``, ``R R^T = Sigma``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
+
+    For ``Phi = Q V`` (Tipping 2001, eqs. 12-13 through the Woodbury
+    identity), with ``B = beta^{1/2} V A^{-1/2}``, ``P = I_k + B B^T`` and
+    ``s = Q^T t``:
+
+        Sigma = A^{-1/2} (I_M + B^T B)^{-1} A^{-1/2}
+        mu    = beta^{1/2} A^{-1/2} B^T P^{-1} s
+
+    and ``R = A^{-1/2} (I_M + B^T B)^{-1/2}``, applied through the
+    eigendecomposition ``B B^T = U diag(lam) U^T`` (k x k):
+    ``(I_M + B^T B)^{-1/2} = I_M + B^T U diag(c) U^T B``,
+    ``c = ((1 + lam)^{-1/2} - 1) / lam``. ``O(k^2 M + k^3)``, PyTensor.
+    """
+    import pytensor.tensor as pt
+
+    k = V.shape[0]
+    a_isqrt = 1.0 / pt.sqrt(alpha)
+    B = pt.sqrt(beta) * V * a_isqrt[None, :]
+    BBt = B @ B.T
+    L = pt.linalg.cholesky(pt.eye(k) + BBt, lower=True)
+    g = pt.linalg.cho_solve((L, True), s)  # P^{-1} s
+    lam, U = pt.linalg.eigh(BBt)
+    c = -1.0 / (pt.sqrt(1.0 + lam) * (1.0 + pt.sqrt(1.0 + lam)))
+    root_z = z + B.T @ (U @ (c * (U.T @ (B @ z))))
+    return a_isqrt * (pt.sqrt(beta) * (B.T @ g) + root_z)
+
+
+def lowrank_conditional_moments(V, s, alpha, beta, z=None):
+    """:func:`rvm_ppl.sampling._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
+
+    Returns ``E[mu]``, ``E[Sigma] + Cov[mu]`` and ``E[gamma]`` over the draws
+    of ``(alpha, beta)`` (Tipping 2001, eqs. 12, 13, 17), and given standard
+    normal ``z`` the draws of :func:`lowrank_conditional_weights` (else None).
+    ``Sigma = A^{-1} - (W A^{-1/2})^T (W A^{-1/2})`` with ``W = L^{-1} B``,
+    ``L L^T = P``; ``gamma_m = ||W e_m||^2``.
+    """
+    from scipy import linalg
+
+    M = alpha.shape[-1]
+    k = V.shape[0]
+    flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
+    n = len(flat_a)
+    flat_z = None if z is None else z.reshape(-1, M)
+    w = None if z is None else np.empty_like(flat_z)
+    mus, gamma_sum, inv_a_sum = np.empty((n, M)), np.zeros(M), np.zeros(M)
+    second = np.zeros((M, M))  # sum of the draws' (W A^{-1/2})^T (W A^{-1/2})
+    block = []  # rows W A^{-1/2} of a few draws: one matrix product per block
+    for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
+        a_isqrt = 1.0 / np.sqrt(a)
+        B = np.sqrt(b) * V * a_isqrt
+        BBt = B @ B.T
+        L = linalg.cholesky(np.eye(k) + BBt, lower=True, check_finite=False)
+        W = linalg.solve_triangular(L, B, lower=True, check_finite=False)
+        g = linalg.cho_solve((L, True), s, check_finite=False)
+        mus[i] = np.sqrt(b) * a_isqrt * (B.T @ g)
+        inv_a_sum += 1.0 / a
+        gamma_sum += np.einsum("ij,ij->j", W, W)
+        block.append(W * a_isqrt)
+        if len(block) * k >= _MOMENT_BLOCK_ROWS or i == n - 1:
+            G = np.concatenate(block)
+            second -= G.T @ G
+            block = []
+        if w is not None:
+            lam, U = np.linalg.eigh(BBt)
+            zi = flat_z[i]
+            w[i] = mus[i] + a_isqrt * (zi + B.T @ (U @ (_inv_sqrt_factor(lam) * (U.T @ (B @ zi)))))
+    mean = mus.mean(axis=0)
+    second += mus.T @ mus
+    second[np.diag_indices(M)] += inv_a_sum
+    return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
+            None if w is None else w.reshape(z.shape))

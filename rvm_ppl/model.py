@@ -22,7 +22,9 @@ Three parameterisations describe the same joint distribution:
     ``w`` is a deterministic function of ``(alpha, beta)`` and a standard
     normal ``w_std``, an exact draw from its Gaussian conditional (eqs. 12-13).
     The likelihood is evaluated in the M x M form with an analytic gradient
-    (:func:`_marginal_loglike`), not as an N x N ``MvNormal``.
+    (:func:`_marginal_loglike`), not as an N x N ``MvNormal``; when ``Phi``
+    has a low numerical rank ``k`` (smooth kernels on few inputs), in an
+    exact k x k form instead (:mod:`rvm_ppl._marginal`).
 
     *Classification*: ``alpha`` integrated out, so that every weight has
     the Student-t prior of Tipping (2001), eq. (32),
@@ -71,7 +73,12 @@ from typing import Literal
 import numpy as np
 
 from ._marginal import dense_marginal_loglike as _marginal_loglike
-from ._marginal import low_rank_factor, lowrank_marginal_loglike, use_low_rank
+from ._marginal import (
+    low_rank_factor,
+    lowrank_conditional_weights,
+    lowrank_marginal_loglike,
+    use_low_rank,
+)
 from ._priors import BERNOULLI_PRIORS, DEFAULT_PRIORS, resolve_priors, scale_priors  # noqa: F401
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
@@ -327,21 +334,26 @@ def build_model(
         if parameterization == "marginal":
             # Tipping (2001) eq. (15): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),
             # evaluated in the M x M form with its analytic gradient, from the
-            # training data's sufficient statistics.
+            # training data's sufficient statistics, or, when Phi = Q V has a
+            # low rank k, in a k x k form (rvm_ppl._marginal).
             PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
             Pty = pm.Data("PhiT_y", Phi.T @ y)
-            # w | alpha, beta, t ~ N(mu, Sigma) (eqs. 12-13), drawn exactly:
-            # w = mu + L^{-T} z with L L^T = Sigma^{-1} and z ~ N(0, I), which is
-            # independent of (alpha, beta) in the posterior.
-            z = pm.Normal("w_std", 0.0, 1.0, dims="basis")
-            w = pm.Deterministic("w", _conditional_weights(alpha_v, beta_v, PtP, Pty, z),
-                                 dims="basis")
             factor = _marginal_factor(Phi, low_rank)
+            # w | alpha, beta, t ~ N(mu, Sigma) (eqs. 12-13), drawn exactly:
+            # w = mu + R z with R R^T = Sigma and z ~ N(0, I), which is
+            # independent of (alpha, beta) in the posterior; R = L^{-T} with
+            # L L^T = Sigma^{-1}, or its low-rank counterpart.
+            z = pm.Normal("w_std", 0.0, 1.0, dims="basis")
             if factor is None:
                 extra, logp = (), _dense_logp(_marginal_loglike())
+                w_value = _conditional_weights(alpha_v, beta_v, PtP, Pty, z)
             else:
-                extra = (pm.Data("lowrank_Q", factor[0]), pm.Data("lowrank_V", factor[1]))
+                Q, V = factor
+                extra = (pm.Data("lowrank_Q", Q), pm.Data("lowrank_V", V))
                 logp = _lowrank_logp(lowrank_marginal_loglike())
+                s_d = pm.Data("lowrank_s", Q.T @ y)
+                w_value = lowrank_conditional_weights(alpha_v, beta_v, extra[1], s_d, z)
+            w = pm.Deterministic("w", w_value, dims="basis")
             pm.CustomDist(
                 "y",
                 w,

@@ -137,6 +137,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ._idata import multinomial_idata, to_idata
 from ._linalg import blas_limit, cho_covariance, cho_solve, cholesky_jittered, solve_lower_t
+from ._marginal import lowrank_conditional_moments
 from .inference import FitResult, gamma_relevance
 from .model import alpha_given_weights, model_spec
 
@@ -429,8 +430,12 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
                   else np.full((n_chain, n_draw), spec.beta))
     if gaussian and "PhiT_Phi" in model.named_vars:
         z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
-        mean, cov, gamma, w_z = _conditional_moments(
-            _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
+        if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
+            mean, cov, gamma, w_z = lowrank_conditional_moments(
+                _data(model, "lowrank_V"), _data(model, "lowrank_s"), alpha_d, beta_d, z)
+        else:
+            mean, cov, gamma, w_z = _conditional_moments(
+                _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
         w = w if w is not None else w_z
     else:
         mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)

@@ -191,3 +191,30 @@ def test_dense_op_inverse_forms_agree(sinc_design):
         np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
     with pytest.raises(ValueError, match="inverse"):
         dense_marginal_loglike(inverse="lu")
+
+
+def test_lowrank_weights_have_the_exact_conditional_law(sinc_design):
+    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_conditional_weights
+
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    M = Phi.shape[1]
+    alpha, beta = np.exp(np.random.default_rng(7).normal(0.0, 2.0, M)), 10.0
+    Sigma = np.linalg.inv(beta * Phi.T @ Phi + np.diag(alpha))  # eq. (12)
+    mu = beta * Sigma @ Phi.T @ t  # eq. (13)
+    # z = e_1, ..., e_M for one (alpha, beta): the draws are mu + R e_m.
+    a, b = np.tile(alpha, (M, 1)), np.full(M, beta)
+    mean, cov, gamma, w = lowrank_conditional_moments(V, Q.T @ t, a, b, np.eye(M))
+    R = (w - mu).T
+    scale = np.abs(Sigma).max()
+    np.testing.assert_allclose(R @ R.T, Sigma, atol=1e-8 * scale)
+    np.testing.assert_allclose(mean, mu, atol=1e-8 * np.abs(mu).max())
+    np.testing.assert_allclose(cov, Sigma, atol=1e-8 * scale)
+    np.testing.assert_allclose(gamma, 1.0 - alpha * np.diag(Sigma), atol=1e-8)
+    # The PyTensor form draws the same weights from the same z.
+    av, bv, zv = pt.vector("alpha"), pt.scalar("beta"), pt.vector("z")
+    f = pytensor.function([av, bv, zv], lowrank_conditional_weights(av, bv, V, Q.T @ t, zv),
+                          mode=MODE)
+    for m in (0, 5, M - 1):
+        np.testing.assert_allclose(f(alpha, beta, np.eye(M)[m]), w[m], rtol=1e-10,
+                                   atol=1e-10 * np.abs(w).max())
