@@ -5,7 +5,8 @@ eq. 15), in two exact forms:
 
 :func:`dense_marginal_loglike`
     the M x M form of Tipping's Appendix A: one Cholesky factor of
-    ``H = beta Phi^T Phi + A``, ``O(M^3)`` per logp + gradient.
+    ``H = beta Phi^T Phi + A`` and its triangular inverse (LAPACK ``dtrtri``,
+    :mod:`rvm_ppl._trtri`), ``(2/3) M^3`` flops per logp + gradient.
 :func:`lowrank_marginal_loglike`
     for a design matrix of low rank, ``Phi = Q V`` with ``Q`` (N x k)
     orthonormal: one k x k Cholesky factor, ``O(k^2 M)`` per logp + gradient.
@@ -28,8 +29,8 @@ _RECOMPUTE = 1e-6
 # lowrank_conditional_moments: rows of W A^{-1/2} gathered per matrix product.
 _MOMENT_BLOCK_ROWS = 2048
 # The low-rank form is used when its flop count, 3 k^2 M + 4 N k, is at most
-# this fraction of the dense form's, (4/3) M^3 (Cholesky and triangular inverse).
-LOW_RANK_MAX_COST = 0.25
+# this fraction of the dense form's, (2/3) M^3 (Cholesky and triangular inverse).
+LOW_RANK_MAX_COST = 0.5
 
 
 def low_rank_factor(Phi, *, tol=LOW_RANK_TOL, max_rank=None):
@@ -113,11 +114,14 @@ def use_low_rank(N, M, k):
 
     Flop counts per logp + gradient: ``3 k^2 M + 4 N k`` (the k x M products
     and triangular solve, the projections of the targets) against
-    ``(4/3) M^3`` (the M x M Cholesky factor and triangular inverse); the
+    ``(2/3) M^3`` (the M x M Cholesky factor and triangular inverse); the
     low-rank form is used when its count is at most
-    :data:`LOW_RANK_MAX_COST` of the dense one.
+    :data:`LOW_RANK_MAX_COST` of the dense one: for ``N ~ M``, ``k`` up to
+    about ``M / 3``. At the boundary the two forms' op counts are alike;
+    measured (``benchmarks/bench_bayes.py --part gradient``), rank 29 of
+    ``M = 101`` already takes a third of the dense time.
     """
-    return 3.0 * k * k * M + 4.0 * N * k <= LOW_RANK_MAX_COST * (4.0 / 3.0) * M**3
+    return 3.0 * k * k * M + 4.0 * N * k <= LOW_RANK_MAX_COST * (2.0 / 3.0) * M**3
 
 
 def _gradient_op(value_and_gradient, inputs, n_data):
