@@ -220,13 +220,17 @@ def build_model(
         Marginal regression only: evaluate the likelihood through an exact
         factor ``Phi = Q V``, ``Q`` (N x k) orthonormal
         (:func:`rvm_ppl._marginal.lowrank_marginal_loglike`; data
-        ``"lowrank_Q"`` and ``"lowrank_V"``), at ``O(k^2 M)`` per gradient
-        instead of ``O(M^3)``. ``None`` (default): whenever ``Phi`` has such
-        a factor, to a residual of ``1e-12`` of its largest column norm,
-        and its rank passes the flop rule of
-        :func:`rvm_ppl._marginal.use_low_rank`; ``True``: whenever the
-        factor exists (ValueError otherwise); ``False``: never. The model's
-        density is the same either way.
+        ``"lowrank_Q"``, ``"lowrank_V"`` and ``"lowrank_s" = Q^T y``), at
+        ``O(k^2 M)`` per gradient instead of ``O(M^3)``; ``w`` is then drawn
+        through the same k x k factor
+        (:func:`rvm_ppl._marginal.lowrank_conditional_weights`).
+        ``None`` (default): whenever ``Phi`` has such a factor, to a
+        residual of ``1e-12`` of its largest column norm, and its rank
+        passes the flop rule of :func:`rvm_ppl._marginal.use_low_rank`
+        (``k`` up to about ``M / 3``); ``True``: whenever the factor exists
+        (ValueError otherwise); ``False``: never. The model's density is
+        the same either way; the weights drawn from the same ``w_std``
+        differ (each is an exact draw of ``w | alpha, beta, t``).
 
     Returns
     -------
