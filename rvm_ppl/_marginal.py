@@ -332,7 +332,7 @@ def lowrank_conditional_weights(alpha, beta, V, s, z):
     return a_isqrt * (pt.sqrt(beta) * (B.T @ g) + root_z)
 
 
-def lowrank_conditional_moments(V, s, alpha, beta, z=None):
+def lowrank_conditional_moments(V, s, alpha, beta, z=None, *, fallback=None):
     """:func:`rvm_ppl.sampling._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
 
     Returns ``E[mu]``, ``E[Sigma] + Cov[mu]`` and ``E[gamma]`` over the draws
@@ -340,6 +340,12 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
     normal ``z`` the draws of :func:`lowrank_conditional_weights` (else None).
     ``Sigma = A^{-1} - (W A^{-1/2})^T (W A^{-1/2})`` with ``W = L^{-1} B``,
     ``L L^T = P``; ``gamma_m = ||W e_m||^2``.
+
+    A draw with some ``alpha_m`` so small (about ``1e-12`` of
+    ``beta ||phi_m||^2``) that ``I_k`` is lost next to ``B B^T`` and ``P``
+    has no Cholesky factor goes to ``fallback(alpha, beta, z) -> (mu, Sigma,
+    w)`` if given (the M x M form, with jitter), else raises
+    ``numpy.linalg.LinAlgError``.
     """
     from scipy import linalg
 
@@ -350,29 +356,46 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
     flat_z = None if z is None else z.reshape(-1, M)
     w = None if z is None else np.empty_like(flat_z)
     mus, gamma_sum, inv_a_sum = np.empty((n, M)), np.zeros(M), np.zeros(M)
-    second = np.zeros((M, M))  # sum of the draws' (W A^{-1/2})^T (W A^{-1/2})
+    second = np.zeros((M, M))  # sum of the draws' Sigma, less their A^{-1} (inv_a_sum)
     block = []  # rows W A^{-1/2} of a few draws: one matrix product per block
     for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
         a_isqrt = 1.0 / np.sqrt(a)
         B = np.sqrt(b) * V * a_isqrt
         BBt = B @ B.T
-        L = linalg.cholesky(np.eye(k) + BBt, lower=True, check_finite=False)
+        try:
+            L = linalg.cholesky(np.eye(k) + BBt, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            if fallback is None:
+                raise
+            mus[i], Sigma, w_i = fallback(a, b, None if w is None else flat_z[i])
+            second += Sigma
+            gamma_sum += 1.0 - a * np.diag(Sigma)
+            if w is not None:
+                w[i] = w_i
+            continue
         W = linalg.solve_triangular(L, B, lower=True, check_finite=False)
         g = linalg.cho_solve((L, True), s, check_finite=False)
         mus[i] = np.sqrt(b) * a_isqrt * (B.T @ g)
         inv_a_sum += 1.0 / a
         gamma_sum += np.einsum("ij,ij->j", W, W)
         block.append(W * a_isqrt)
-        if len(block) * k >= _MOMENT_BLOCK_ROWS or i == n - 1:
-            G = np.concatenate(block)
-            second -= G.T @ G
+        if len(block) * k >= _MOMENT_BLOCK_ROWS:
+            second -= _gram(block)
             block = []
         if w is not None:
             lam, U = np.linalg.eigh(BBt)
             zi = flat_z[i]
             w[i] = mus[i] + a_isqrt * (zi + B.T @ (U @ (_inv_sqrt_factor(lam) * (U.T @ (B @ zi)))))
+    if block:
+        second -= _gram(block)
     mean = mus.mean(axis=0)
     second += mus.T @ mus
     second[np.diag_indices(M)] += inv_a_sum
     return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
             None if w is None else w.reshape(z.shape))
+
+
+def _gram(blocks):
+    """``G^T G`` of the rows of a list of matrices stacked into ``G``."""
+    G = np.concatenate(blocks)
+    return G.T @ G

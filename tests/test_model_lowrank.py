@@ -218,3 +218,25 @@ def test_lowrank_weights_have_the_exact_conditional_law(sinc_design):
     for m in (0, 5, M - 1):
         np.testing.assert_allclose(f(alpha, beta, np.eye(M)[m]), w[m], rtol=1e-10,
                                    atol=1e-10 * np.abs(w).max())
+
+
+def test_lowrank_moments_fall_back_where_p_has_no_factor(sinc_design):
+    from rvm_ppl._marginal import lowrank_conditional_moments
+    from rvm_ppl.sampling import _conditional_draw, _conditional_moments
+
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    M = Phi.shape[1]
+    rng = np.random.default_rng(8)
+    alpha = np.exp(rng.normal(0.0, 1.0, (3, M)))
+    alpha[1, :40] = 1e-40  # I_k is lost next to B B^T: no Cholesky factor of P
+    beta, z = np.array([5.0, 5.0, 8.0]), rng.normal(size=(3, M))
+    PtP, Pty = Phi.T @ Phi, Phi.T @ t
+    with pytest.raises(np.linalg.LinAlgError):
+        lowrank_conditional_moments(V, Q.T @ t, alpha, beta, z)
+    got = lowrank_conditional_moments(V, Q.T @ t, alpha, beta, z,
+                                      fallback=lambda a, b, zi: _conditional_draw(PtP, Pty, a, b, zi))
+    ref = _conditional_moments(PtP, Pty, alpha, beta, z)
+    np.testing.assert_allclose(got[3][1], ref[3][1])  # the M x M draw itself
+    for g, r in zip(got[:3], ref[:3]):
+        np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-8 * np.abs(r).max())
