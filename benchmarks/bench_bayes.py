@@ -2,6 +2,7 @@
 
     python benchmarks/bench_bayes.py                       # parts nuts and advi
     python benchmarks/bench_bayes.py --part setup          # threads, backends, cores
+    python benchmarks/bench_bayes.py --part gradient       # cost of one logp + gradient
     python benchmarks/bench_bayes.py --part nuts --sizes 100 --seeds 0 1 2
 
 Data: x ~ U[-10, 10] (``make_sinc(grid=False)``), t = sin(x)/x + N(0, 0.1^2),
@@ -175,7 +176,66 @@ def worker_eval(cfg):
                 eval_cpu_ms=(time.process_time() - c0) / reps * 1e3, compile_s=compile_s)
 
 
-WORKERS = {"nuts": worker_nuts, "advi": worker_advi, "eval": worker_eval}
+def _gradient_problem(name):
+    """``(y, Phi)`` of a problem of ``--part gradient``: ``sinc<N>`` or ``boston``."""
+    from rvm_ppl.kernels import RBF, design_matrix
+
+    if name == "boston":
+        from sklearn.preprocessing import StandardScaler
+
+        from rvm_ppl.datasets import load_boston
+
+        X, t = load_boston()
+        X = StandardScaler().fit_transform(X[:GRADIENT_BOSTON_N])
+        Phi = design_matrix(X, X, RBF(gamma=GRADIENT_BOSTON_GAMMA))
+        t = t[:GRADIENT_BOSTON_N]
+    else:
+        _, t, Phi, _, _ = _data(int(name[4:]), 0)
+    return t / np.std(t), Phi
+
+
+def worker_gradient(cfg):
+    """Time logp + gradient as PyMC's NUTS compiles and calls them: min over many calls."""
+    from pymc.blocking import DictToArrayBijection
+
+    from rvm_ppl.model import build_model
+
+    y, Phi = _gradient_problem(cfg["problem"])
+    if cfg.get("inverse", "trtri") != "trtri":  # the M x M op before LAPACK's dtrtri
+        import functools
+
+        from rvm_ppl import model as model_module
+
+        model_module._marginal_loglike = functools.partial(model_module._marginal_loglike,
+                                                           inverse=cfg["inverse"])
+    t0 = time.perf_counter()
+    model = build_model(Phi, y, low_rank=cfg["low_rank"])
+    build_s = time.perf_counter() - t0
+    rank = model["lowrank_Q"].get_value().shape[1] if "lowrank_Q" in model.named_vars else None
+    t0 = time.perf_counter()
+    f = model.logp_dlogp_function(ravel_inputs=True, mode=cfg["mode"])
+    f.set_extra_values({})
+    f.trust_input = True
+    ip = model.initial_point()
+    x = DictToArrayBijection.map({k: ip[k] for k in ip}).data
+    x = x + np.random.default_rng(0).normal(0, 2, x.size)
+    f(x)
+    compile_s = time.perf_counter() - t0
+    nodes = f._pytensor_function.maker.fgraph.apply_nodes
+    n_chol = sum("Cholesky" in type(n.op).__name__ for n in nodes)
+    times = []
+    t_end = time.perf_counter() + cfg["seconds"]
+    while len(times) < 20 or (time.perf_counter() < t_end and len(times) < 5000):
+        t1 = time.perf_counter()
+        f(x)
+        times.append(time.perf_counter() - t1)
+    return dict(ms=min(times) * 1e3, median_ms=float(np.median(times)) * 1e3, calls=len(times),
+                compile_s=compile_s, build_s=build_s, rank=rank, n_cholesky=n_chol,
+                M=Phi.shape[1])
+
+
+WORKERS = {"nuts": worker_nuts, "advi": worker_advi, "eval": worker_eval,
+           "gradient": worker_gradient}
 
 
 QUIET = {"max_busy": None, "max_wait": 0.0, "timeout": 600.0}
@@ -311,12 +371,57 @@ def part_setup(args):
             "ESS/s"], rows)
 
 
+GRADIENT_PROBLEMS = ("sinc100", "sinc200", "sinc481", "sinc1000", "boston")
+GRADIENT_BOSTON_N, GRADIENT_BOSTON_GAMMA = 481, 0.1  # bench_evidence.py's Boston gammas: 0.003-0.1
+# PyTensor's mode "C" (the whole graph as one C module) fails without a linked
+# BLAS ("Gemv cannot produce C code"); FAST_RUN runs C code per op where it can.
+GRADIENT_FORMS = (  # (label, build_model's low_rank, L^{-1} of the M x M op, PyTensor modes)
+    ("M x M, solve", False, "solve", ("FAST_RUN", "NUMBA", "FAST_COMPILE")),
+    ("M x M, trtri", False, "trtri", ("FAST_RUN", "NUMBA", "FAST_COMPILE")),
+    ("low rank", None, "trtri", ("FAST_RUN", "NUMBA", "FAST_COMPILE")),
+)
+
+
+def part_gradient(args):
+    from pytensor import config
+
+    rows = []
+    for problem in args.problems:
+        for label, low_rank, inverse, modes in GRADIENT_FORMS:
+            for mode in modes:
+                cfg = dict(problem=problem, low_rank=low_rank, inverse=inverse, mode=mode,
+                           seconds=args.seconds)
+                r = run("gradient", cfg, ONE_THREAD)
+                if "error" in r:
+                    rows.append((problem, "", label, mode, "", r["error"], "", "", "", ""))
+                    continue
+                form = label if low_rank is False or r["rank"] else "M x M, trtri (automatic)"
+                rows.append((problem, r["M"], form, mode, r["rank"] or "", f"{r['ms']:.3f}",
+                             f"{r['median_ms']:.3f}", r["n_cholesky"], f"{r['compile_s']:.1f}",
+                             f"{r['load']:.1f}"))
+                print(f"# {rows[-1]}", file=sys.stderr, flush=True)
+    print("logp + gradient of the marginal regression, compiled as PyMC's NUTS compiles it "
+          "(model.logp_dlogp_function), one BLAS thread; min and median over calls for "
+          f"{args.seconds:g} s. FAST_RUN is PyTensor's default mode (C code per op, "
+          f"no linked BLAS: blas__ldflags = {config.blas__ldflags!r}); FAST_COMPILE is the Python "
+          "VM that ADVI uses for regression. M x M, solve: the op forming L^{-1} by a triangular "
+          "solve against I (before); trtri: by LAPACK dtrtri. sinc: RBF gamma = 1/9 and a bias; "
+          f"boston: first {GRADIENT_BOSTON_N} cases, standardised inputs, RBF gamma = "
+          f"{GRADIENT_BOSTON_GAMMA} and a bias.\n")
+    print_table(["problem", "M", "form", "mode", "rank k", "ms (min)", "ms (median)", "Choleskys",
+                 "compile s", "busy"], rows)
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--part", choices=["nuts", "advi", "setup", "default", "all"], default="default",
+    p.add_argument("--part", choices=["nuts", "advi", "setup", "gradient", "default", "all"], default="default",
                    help="default: nuts and advi")
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 50])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--problems", nargs="+", default=list(GRADIENT_PROBLEMS),
+                   help="part gradient: sinc<N> or boston")
+    p.add_argument("--seconds", type=float, default=3.0,
+                   help="part gradient: time each configuration this long")
     p.add_argument("--max-busy", type=float, default=None,
                    help="before each run, wait until other processes use fewer CPUs than this")
     p.add_argument("--max-wait", type=float, default=300.0, help="longest wait (s) for that")
@@ -333,7 +438,8 @@ def main(argv=None):
         args.part, [args.part]
     )
     for part in parts:
-        {"nuts": part_nuts, "advi": part_advi, "setup": part_setup}[part](args)
+        {"nuts": part_nuts, "advi": part_advi, "setup": part_setup,
+         "gradient": part_gradient}[part](args)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,9 @@ Three parameterisations describe the same joint distribution:
     ``w`` is a deterministic function of ``(alpha, beta)`` and a standard
     normal ``w_std``, an exact draw from its Gaussian conditional (eqs. 12-13).
     The likelihood is evaluated in the M x M form with an analytic gradient
-    (:func:`_marginal_loglike`), not as an N x N ``MvNormal``.
+    (:func:`_marginal_loglike`), not as an N x N ``MvNormal``; when ``Phi``
+    has a low numerical rank ``k`` (smooth kernels on few inputs), in an
+    exact k x k form instead (:mod:`rvm_ppl._marginal`).
 
     *Classification*: ``alpha`` integrated out, so that every weight has
     the Student-t prior of Tipping (2001), eq. (32),
@@ -70,6 +72,13 @@ from typing import Literal
 
 import numpy as np
 
+from ._marginal import dense_marginal_loglike as _marginal_loglike
+from ._marginal import (
+    low_rank_factor,
+    lowrank_conditional_weights,
+    lowrank_marginal_loglike,
+    use_low_rank,
+)
 from ._priors import BERNOULLI_PRIORS, DEFAULT_PRIORS, resolve_priors, scale_priors  # noqa: F401
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
@@ -147,6 +156,7 @@ def build_model(
     beta=None,
     shared_alpha=False,
     classes=None,
+    low_rank=None,
 ):
     """Declare the RVM as a PyMC model.
 
@@ -206,6 +216,21 @@ def build_model(
     classes : list, optional
         ``"categorical"`` only: labels of the classes (coordinate
         ``class``); default ``0, ..., K - 1``.
+    low_rank : bool, optional
+        Marginal regression only: evaluate the likelihood through an exact
+        factor ``Phi = Q V``, ``Q`` (N x k) orthonormal
+        (:func:`rvm_ppl._marginal.lowrank_marginal_loglike`; data
+        ``"lowrank_Q"``, ``"lowrank_V"`` and ``"lowrank_s" = Q^T y``), at
+        ``O(k^2 M)`` per gradient instead of ``O(M^3)``; ``w`` is then drawn
+        through the same k x k factor
+        (:func:`rvm_ppl._marginal.lowrank_conditional_weights`).
+        ``None`` (default): whenever ``Phi`` has such a factor, to a
+        residual of ``1e-12`` of its largest column norm, and its rank
+        passes the flop rule of :func:`rvm_ppl._marginal.use_low_rank`
+        (``k`` up to about ``M / 3``); ``True``: whenever the factor exists
+        (ValueError otherwise); ``False``: never. The model's density is
+        the same either way; the weights drawn from the same ``w_std``
+        differ (each is an exact draw of ``w | alpha, beta, t``).
 
     Returns
     -------
@@ -248,6 +273,11 @@ def build_model(
         raise ValueError("Phi and y must be finite (no NaN or inf).")
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"Unknown likelihood {likelihood!r}; expected one of {list(LIKELIHOODS)}.")
+    if low_rank not in (None, True, False):
+        raise TypeError(f"low_rank must be None, True or False; got {low_rank!r}.")
+    if low_rank and (likelihood != "gaussian" or parameterization != "marginal"):
+        raise ValueError("low_rank applies to the marginal regression only (likelihood='gaussian', "
+                         f"parameterization='marginal'); got {likelihood!r}, {parameterization!r}.")
     if likelihood == "categorical":
         return _categorical_model(Phi, y, basis=basis, priors=priors, shared_alpha=shared_alpha,
                                   classes=classes, parameterization=parameterization,
@@ -308,16 +338,26 @@ def build_model(
         if parameterization == "marginal":
             # Tipping (2001) eq. (15): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),
             # evaluated in the M x M form with its analytic gradient, from the
-            # training data's sufficient statistics.
+            # training data's sufficient statistics, or, when Phi = Q V has a
+            # low rank k, in a k x k form (rvm_ppl._marginal).
             PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
             Pty = pm.Data("PhiT_y", Phi.T @ y)
+            factor = _marginal_factor(Phi, low_rank)
             # w | alpha, beta, t ~ N(mu, Sigma) (eqs. 12-13), drawn exactly:
-            # w = mu + L^{-T} z with L L^T = Sigma^{-1} and z ~ N(0, I), which is
-            # independent of (alpha, beta) in the posterior.
+            # w = mu + R z with R R^T = Sigma and z ~ N(0, I), which is
+            # independent of (alpha, beta) in the posterior; R = L^{-T} with
+            # L L^T = Sigma^{-1}, or its low-rank counterpart.
             z = pm.Normal("w_std", 0.0, 1.0, dims="basis")
-            w = pm.Deterministic("w", _conditional_weights(alpha_v, beta_v, PtP, Pty, z),
-                                 dims="basis")
-            marginal = _marginal_loglike()
+            if factor is None:
+                extra, logp = (), _dense_logp(_marginal_loglike())
+                w_value = _conditional_weights(alpha_v, beta_v, PtP, Pty, z)
+            else:
+                Q, V = factor
+                extra = (pm.Data("lowrank_Q", Q), pm.Data("lowrank_V", V))
+                logp = _lowrank_logp(lowrank_marginal_loglike())
+                s_d = pm.Data("lowrank_s", Q.T @ y)
+                w_value = lowrank_conditional_weights(alpha_v, beta_v, extra[1], s_d, z)
+            w = pm.Deterministic("w", w_value, dims="basis")
             pm.CustomDist(
                 "y",
                 w,
@@ -325,9 +365,10 @@ def build_model(
                 beta_v,
                 Phi_d,
                 PtP,
-                logp=lambda value, w, a, b, Phi, PtP: marginal(value, a, b, Phi, PtP),
+                *extra,
+                logp=logp,
                 random=_gaussian_random,
-                signature="(m),(m),(),(n,m),(m,m)->(n)",
+                signature="(m),(m),(),(n,m),(m,m)" + ",(p,k),(k,m)" * bool(extra) + "->(n)",
                 observed=y_d,
             )
             model.rvm_spec = spec
@@ -392,6 +433,44 @@ def _bernoulli_logit(name, eta, observed, n_rows):
                          dtype="int64")
 
 
+def _marginal_factor(Phi, low_rank):
+    """``(Q, V)`` of :func:`low_rank_factor` if the marginal likelihood should use it, else None.
+
+    Automatic (``low_rank=None``): the factor is sought up to the largest rank
+    that :func:`use_low_rank` accepts, so a full-rank ``Phi`` costs at most
+    ``O(N M^2 / 3)`` once.
+    """
+    if low_rank is False:
+        return None
+    N, M = Phi.shape
+    max_rank = None
+    if low_rank is None:
+        max_rank = max((k for k in range(1, min(N, M) + 1) if use_low_rank(N, M, k)), default=0)
+        if max_rank == 0:
+            return None
+    factor = low_rank_factor(Phi, max_rank=max_rank)
+    if low_rank and factor is None:
+        raise ValueError("low_rank=True, but Phi has no low-rank factor Q V reproducing it to "
+                         "1e-12 of its largest column norm; use low_rank=None or False.")
+    return factor
+
+
+def _dense_logp(marginal):
+    """The CustomDist logp of the M x M form: ``(value, w, alpha, beta, Phi, PtP) -> logp``."""
+    def logp(value, w, alpha, beta, Phi, PtP):
+        return marginal(value, alpha, beta, Phi, PtP)
+
+    return logp
+
+
+def _lowrank_logp(marginal):
+    """The CustomDist logp of the low-rank form, with the factor ``Q, V`` as two more inputs."""
+    def logp(value, w, alpha, beta, Phi, PtP, Q, V):
+        return marginal(value, alpha, beta, Q, V)
+
+    return logp
+
+
 def _conditional_weights(alpha, beta, PtP, Pty, z):
     """``mu + L^{-T} z``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
 
@@ -406,7 +485,7 @@ def _conditional_weights(alpha, beta, PtP, Pty, z):
     return solve_triangular(L.T, v + z, lower=False)
 
 
-def _gaussian_random(w, alpha, beta, Phi, PtP, rng=None, size=None):
+def _gaussian_random(w, alpha, beta, Phi, PtP, *factor, rng=None, size=None):
     """Draws of ``t`` given ``w`` and ``beta``: ``Phi w + noise`` (Tipping 2001, eq. 3)."""
     f = np.einsum("...nm,...m->...n", Phi, w)
     noise = rng.standard_normal(size if size is not None else f.shape)
@@ -469,85 +548,3 @@ def _scaled_asinh_class():
             return np.log(self.c) + v + pt.log1p(pt.exp(-2.0 * v)) - np.log(2.0)
 
     return ScaledAsinh
-
-
-def _marginal_loglike():
-    """``log N(t | 0, C)``, ``C = beta^{-1} I + Phi A^{-1} Phi^T``, as a PyTensor op.
-
-    Tipping (2001) eq. (15) in the M x M form of his Appendix A: with
-    ``H = beta Phi^T Phi + A = Sigma^{-1}`` (eq. 12) and
-    ``mu = beta Sigma Phi^T t`` (eq. 13),
-
-        log|C| = -N log beta - sum_m log alpha_m + log|H|
-        t^T C^{-1} t = beta t^T t - beta^2 (Phi^T t)^T H^{-1} (Phi^T t)
-
-    One Cholesky factor of ``H`` gives both, and the gradient is analytic
-    (Tipping 2001, Appendix A; MacKay's re-estimation quantities):
-
-        d/d alpha_m = (1/alpha_m - Sigma_mm - mu_m^2) / 2
-        d/d beta    = (N/beta - ||t - Phi mu||^2 - tr(Sigma Phi^T Phi)) / 2
-        d/d t       = -C^{-1} t = -beta (t - Phi mu)
-
-    with ``tr(Sigma Phi^T Phi) = (M - sum_m alpha_m Sigma_mm) / beta``. This
-    costs one M x M Cholesky and one triangular inverse per evaluation, about
-    a third of what automatic differentiation of ``MvNormal`` with the N x N
-    covariance costs, and it stays accurate where ``C`` is too ill-conditioned
-    for a Cholesky factor (some ``alpha_m`` tiny), which NUTS otherwise
-    reports as divergences.
-
-    Returns
-    -------
-    callable
-        ``f(value, alpha, beta, Phi, PhiT_Phi) -> scalar`` on PyTensor
-        variables; ``PhiT_Phi`` is ``Phi^T Phi`` of the training data, kept
-        as data so that it is not recomputed at every evaluation.
-    """
-    import pytensor.tensor as pt
-    from pytensor.compile.builders import OpFromGraph
-    from pytensor.gradient import DisconnectedType, grad_not_implemented
-    from pytensor.tensor.slinalg import solve_triangular
-
-    def value_and_gradient(t, alpha, beta, Phi, PtP):
-        N, M = t.shape[0], alpha.shape[0]
-        H = beta * PtP + pt.diag(alpha)  # Sigma^{-1}, eq. (12)
-        L = pt.linalg.cholesky(H, lower=True)
-        z = solve_triangular(L, beta * (Phi.T @ t), lower=True)  # L^{-1} beta Phi^T t
-        logdet_H = 2.0 * pt.sum(pt.log(pt.diagonal(L)))
-        quad = beta * (t @ t) - z @ z  # t^T C^{-1} t
-        logp = -0.5 * (
-            N * np.log(2 * np.pi) - N * pt.log(beta) - pt.sum(pt.log(alpha)) + logdet_H + quad
-        )
-        Linv = solve_triangular(L, pt.eye(M), lower=True)
-        Sigma_diag = pt.sum(Linv**2, axis=0)
-        mu = Linv.T @ z  # eq. (13)
-        resid = t - Phi @ mu
-        d_t = -beta * resid
-        d_alpha = 0.5 * (1.0 / alpha - Sigma_diag - mu**2)
-        d_beta = 0.5 * (N / beta - resid @ resid - (M - pt.sum(alpha * Sigma_diag)) / beta)
-        return [logp, d_t, d_alpha, d_beta]
-
-    class RVMMarginalLogp(OpFromGraph):
-        """Outputs ``(logp, d logp/dt, d logp/d alpha, d logp/d beta)``.
-
-        Its gradient reuses outputs 1-3, so that one Cholesky factor serves
-        the value and the gradient once the op is inlined; those outputs are
-        not differentiable in turn (no second derivatives).
-        """
-
-        def L_op(self, inputs, outputs, output_grads):
-            g = output_grads[0]
-            if not all(isinstance(og.type, DisconnectedType) for og in output_grads[1:]):
-                return [grad_not_implemented(self, k, x, "second derivatives")
-                        for k, x in enumerate(inputs)]
-            basis = [grad_not_implemented(self, k, inputs[k], "the basis is data") for k in (3, 4)]
-            return [g * outputs[1], g * outputs[2], g * outputs[3], *basis]
-
-    ins = [pt.vector("t"), pt.vector("alpha"), pt.scalar("beta"), pt.matrix("Phi"),
-           pt.matrix("PtP")]
-    op = RVMMarginalLogp(ins, value_and_gradient(*ins), inline=True)
-
-    def marginal(value, alpha, beta, Phi, PhiT_Phi):
-        args = (value, alpha, beta, Phi, PhiT_Phi)
-        return op(*(pt.cast(pt.as_tensor_variable(v), "float64") for v in args))[0]
-
-    return marginal

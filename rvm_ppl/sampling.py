@@ -137,6 +137,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ._idata import multinomial_idata, to_idata
 from ._linalg import blas_limit, cho_covariance, cho_solve, cholesky_jittered, solve_lower_t
+from ._marginal import lowrank_conditional_moments
 from .inference import FitResult, gamma_relevance
 from .model import alpha_given_weights, model_spec
 
@@ -285,18 +286,27 @@ def _conditional_moments(PtP, Pty, alpha, beta, z=None):
     w = None if z is None else np.empty_like(flat_z)
     mu_sum, second, gamma_sum = np.zeros(M), np.zeros((M, M)), np.zeros(M)
     for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
-        L = cholesky_jittered(b * PtP + np.diag(a), what="posterior precision of the weights")
-        mu = cho_solve(L, b * Pty)
-        Sigma = cho_covariance(L)
+        mu, Sigma, w_i = _conditional_draw(PtP, Pty, a, b, None if w is None else flat_z[i])
         mu_sum += mu
         second += Sigma + np.outer(mu, mu)
         gamma_sum += 1.0 - a * np.diag(Sigma)
         if w is not None:
-            w[i] = mu + solve_lower_t(L, flat_z[i])
+            w[i] = w_i
     n = len(flat_a)
     mean = mu_sum / n
     return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
             None if w is None else w.reshape(z.shape))
+
+
+def _conditional_draw(PtP, Pty, a, b, z=None):
+    """``(mu, Sigma, mu + L^{-T} z)`` of ``w | alpha, beta, t`` for one draw (eqs. 12-13).
+
+    ``L L^T = Sigma^{-1}``, factored with jitter where it is numerically
+    singular; the last item is None without ``z``.
+    """
+    L = cholesky_jittered(b * PtP + np.diag(a), what="posterior precision of the weights")
+    mu = cho_solve(L, b * Pty)
+    return mu, cho_covariance(L), None if z is None else mu + solve_lower_t(L, z)
 
 
 def _sample_moments(Phi, w, alpha, beta, likelihood):
@@ -429,8 +439,15 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
                   else np.full((n_chain, n_draw), spec.beta))
     if gaussian and "PhiT_Phi" in model.named_vars:
         z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
-        mean, cov, gamma, w_z = _conditional_moments(
-            _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
+        if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
+            dense = functools.partial(_conditional_draw, _data(model, "PhiT_Phi"),
+                                      _data(model, "PhiT_y"))
+            mean, cov, gamma, w_z = lowrank_conditional_moments(
+                _data(model, "lowrank_V"), _data(model, "lowrank_s"), alpha_d, beta_d, z,
+                fallback=dense)
+        else:
+            mean, cov, gamma, w_z = _conditional_moments(
+                _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
         w = w if w is not None else w_z
     else:
         mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)

@@ -1,0 +1,401 @@
+"""The marginal likelihood of the RVM regression as PyTensor ops with analytic gradients.
+
+``log N(t | 0, C)``, ``C = beta^{-1} I + Phi A^{-1} Phi^T`` (Tipping 2001,
+eq. 15), in two exact forms:
+
+:func:`dense_marginal_loglike`
+    the M x M form of Tipping's Appendix A: one Cholesky factor of
+    ``H = beta Phi^T Phi + A`` and its triangular inverse (LAPACK ``dtrtri``,
+    :mod:`rvm_ppl._trtri`), ``(2/3) M^3`` flops per logp + gradient.
+:func:`lowrank_marginal_loglike`
+    for a design matrix of low rank, ``Phi = Q V`` with ``Q`` (N x k)
+    orthonormal: one k x k Cholesky factor, ``O(k^2 M)`` per logp + gradient.
+
+:func:`low_rank_factor` finds ``Q`` and ``V`` (a column-pivoted Gram-Schmidt
+stopped at a relative tolerance) and :func:`use_low_rank` states when the
+second form pays.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+# Column-pivoted Gram-Schmidt: a column of Phi counts as reproduced when its
+# residual norm is at most this fraction of the largest column norm of Phi.
+LOW_RANK_TOL = 1e-12
+# Downdated squared residual norms are recomputed once they fall below this
+# fraction of their last exact maximum (they are accurate to ~eps of it).
+_RECOMPUTE = 1e-6
+# lowrank_conditional_moments: rows of W A^{-1/2} gathered per matrix product.
+_MOMENT_BLOCK_ROWS = 2048
+# The low-rank form is used when its flop count, 3 k^2 M + 4 N k, is at most
+# this fraction of the dense form's, (2/3) M^3 (Cholesky and triangular inverse).
+LOW_RANK_MAX_COST = 0.5
+
+
+def low_rank_factor(Phi, *, tol=LOW_RANK_TOL, max_rank=None):
+    """``Phi = Q V`` with orthonormal ``Q``, to a relative tolerance, or ``None``.
+
+    Column-pivoted Gram-Schmidt (each new direction orthogonalised twice):
+    the column with the largest residual norm enters next, until no residual
+    norm exceeds ``tol`` times the largest column norm of ``Phi``. The factor
+    is then checked on all columns: ``||phi_m - Q Q^T phi_m|| <= tol *
+    max_j ||phi_j||`` for every ``m``.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, M)
+    tol : float
+        Relative tolerance on the residual column norms.
+    max_rank : int, optional
+        Give up (return ``None``) beyond this rank; default ``min(N, M)``.
+
+    Returns
+    -------
+    (Q, V) or None
+        ``Q`` of shape (N, k) with ``Q^T Q = I`` and ``V = Q^T Phi`` of shape
+        (k, M); ``None`` if the rank exceeds ``max_rank`` or the check fails.
+    """
+    Phi = np.asarray(Phi, dtype=float)
+    if Phi.ndim != 2:
+        raise ValueError(f"Phi must be a 2-D design matrix; got shape {Phi.shape}.")
+    N, M = Phi.shape
+    cap = min(N, M) if max_rank is None else min(int(max_rank), N, M)
+    norms2 = np.einsum("ij,ij->j", Phi, Phi)
+    scale2 = float(norms2.max()) if M else 0.0
+    if not np.isfinite(scale2) or scale2 <= 0:
+        return None
+    res2 = norms2.copy()  # squared residual column norms, downdated
+    ref2 = scale2  # largest of them when last computed exactly
+    Q = np.empty((N, cap))
+    j = 0
+    while True:
+        p = int(np.argmax(res2))
+        if res2[p] <= _RECOMPUTE * ref2:
+            # Downdating loses the residuals below sqrt(eps) of ref2: recompute.
+            res2 = _residual_norms2(Phi, Q[:, :j])
+            ref2 = max(float(res2.max()), tol**2 * scale2)
+            p = int(np.argmax(res2))
+        if res2[p] <= tol**2 * scale2:
+            return _checked_low_rank(Phi, Q[:, :j], tol, scale2)
+        if j == cap:
+            return None
+        q = Phi[:, p].copy()
+        for _ in range(2):  # "twice is enough" (Kahan-Parlett)
+            q -= Q[:, :j] @ (Q[:, :j].T @ q)
+        res2[p] = 0.0
+        nq = np.linalg.norm(q)
+        if nq > 0:
+            Q[:, j] = q / nq
+            res2 -= (Q[:, j] @ Phi) ** 2
+            res2[p] = 0.0
+            j += 1
+
+
+def _residual_norms2(Phi, Q):
+    """``||phi_m - Q Q^T phi_m||^2`` for every column of ``Phi``."""
+    E = Phi - Q @ (Q.T @ Phi)
+    return np.einsum("ij,ij->j", E, E)
+
+
+def _checked_low_rank(Phi, Q, tol, scale2):
+    """``(Q, Q^T Phi)`` if every residual column norm is within tolerance, else ``None``."""
+    if Q.shape[1] == 0:
+        return None
+    Q = np.ascontiguousarray(Q)
+    V = Q.T @ Phi
+    if np.all(_residual_norms2(Phi, Q) <= tol**2 * scale2):
+        return Q, V
+    return None
+
+
+def use_low_rank(N, M, k):
+    """Whether the low-rank form of rank ``k`` pays for an N x M design matrix.
+
+    Flop counts per logp + gradient: ``3 k^2 M + 4 N k`` (the k x M products
+    and triangular solve, the projections of the targets) against
+    ``(2/3) M^3`` (the M x M Cholesky factor and triangular inverse); the
+    low-rank form is used when its count is at most
+    :data:`LOW_RANK_MAX_COST` of the dense one: for ``N ~ M``, ``k`` up to
+    about ``M / 3``. At the boundary the two forms' op counts are alike;
+    measured (``benchmarks/bench_bayes.py --part gradient``), rank 29 of
+    ``M = 101`` already takes a third of the dense time.
+    """
+    return 3.0 * k * k * M + 4.0 * N * k <= LOW_RANK_MAX_COST * (2.0 / 3.0) * M**3
+
+
+def _gradient_op(value_and_gradient, inputs, n_data):
+    """An inlined OpFromGraph of ``value_and_gradient`` whose gradient is its outputs 1, 2, ...
+
+    ``value_and_gradient(*inputs)`` returns ``[logp, d logp / d inputs[0],
+    ...]`` for all inputs but the last ``n_data`` (data, not differentiated).
+    Once inlined, the value and the gradient share their intermediate results
+    (one factorisation); the gradient outputs have no derivatives of their own.
+    """
+    from pytensor.compile.builders import OpFromGraph
+    from pytensor.gradient import DisconnectedType, grad_not_implemented
+
+    class RVMMarginalLogp(OpFromGraph):
+        """Outputs ``(logp, d logp / d t, d logp / d alpha, d logp / d beta)``."""
+
+        def L_op(self, inputs, outputs, output_grads):
+            g = output_grads[0]
+            if not all(isinstance(og.type, DisconnectedType) for og in output_grads[1:]):
+                return [grad_not_implemented(self, k, x, "second derivatives")
+                        for k, x in enumerate(inputs)]
+            n_par = len(inputs) - n_data
+            data = [grad_not_implemented(self, k, inputs[k], "the basis is data")
+                    for k in range(n_par, len(inputs))]
+            return [g * outputs[1 + k] for k in range(n_par)] + data
+
+    return RVMMarginalLogp(inputs, value_and_gradient(*inputs), inline=True)
+
+
+def _as_float64(*args):
+    import pytensor.tensor as pt
+
+    return [pt.cast(pt.as_tensor_variable(v), "float64") for v in args]
+
+
+def dense_marginal_loglike(*, inverse="trtri"):
+    """``log N(t | 0, C)``, ``C = beta^{-1} I + Phi A^{-1} Phi^T``, as a PyTensor op.
+
+    Tipping (2001) eq. (15) in the M x M form of his Appendix A: with
+    ``H = beta Phi^T Phi + A = Sigma^{-1}`` (eq. 12) and
+    ``mu = beta Sigma Phi^T t`` (eq. 13),
+
+        log|C| = -N log beta - sum_m log alpha_m + log|H|
+        t^T C^{-1} t = beta t^T t - beta^2 (Phi^T t)^T H^{-1} (Phi^T t)
+
+    One Cholesky factor of ``H`` gives both, and the gradient is analytic
+    (Tipping 2001, Appendix A; MacKay's re-estimation quantities):
+
+        d/d alpha_m = (1/alpha_m - Sigma_mm - mu_m^2) / 2
+        d/d beta    = (N/beta - ||t - Phi mu||^2 - tr(Sigma Phi^T Phi)) / 2
+        d/d t       = -C^{-1} t = -beta (t - Phi mu)
+
+    with ``tr(Sigma Phi^T Phi) = (M - sum_m alpha_m Sigma_mm) / beta``. This
+    costs one M x M Cholesky and one triangular inverse per evaluation, about
+    a third of what automatic differentiation of ``MvNormal`` with the N x N
+    covariance costs, and it stays accurate where ``C`` is too ill-conditioned
+    for a Cholesky factor (some ``alpha_m`` tiny), which NUTS otherwise
+    reports as divergences.
+
+    Parameters
+    ----------
+    inverse : {"trtri", "solve"}
+        How ``L^{-1}`` is formed: LAPACK's triangular inverse
+        (:mod:`rvm_ppl._trtri`, ``M^3 / 3`` flops) or a triangular solve
+        against the identity (``M^3`` flops; the form before ``dtrtri``,
+        kept for ``benchmarks/bench_bayes.py --part gradient``).
+
+    Returns
+    -------
+    callable
+        ``f(value, alpha, beta, Phi, PhiT_Phi) -> scalar`` on PyTensor
+        variables; ``PhiT_Phi`` is ``Phi^T Phi`` of the training data, kept
+        as data so that it is not recomputed at every evaluation.
+    """
+    import pytensor.tensor as pt
+    from pytensor.tensor.slinalg import solve_triangular
+
+    if inverse not in ("trtri", "solve"):
+        raise ValueError(f"inverse must be 'trtri' or 'solve'; got {inverse!r}.")
+    if inverse == "trtri":
+        from ._trtri import lower_triangular_inverse
+    else:
+        def lower_triangular_inverse(L):
+            return solve_triangular(L, pt.eye(L.shape[0]), lower=True)
+
+    def value_and_gradient(t, alpha, beta, Phi, PtP):
+        N, M = t.shape[0], alpha.shape[0]
+        H = beta * PtP + pt.diag(alpha)  # Sigma^{-1}, eq. (12)
+        L = pt.linalg.cholesky(H, lower=True)
+        z = solve_triangular(L, beta * (Phi.T @ t), lower=True)  # L^{-1} beta Phi^T t
+        logdet_H = 2.0 * pt.sum(pt.log(pt.diagonal(L)))
+        quad = beta * (t @ t) - z @ z  # t^T C^{-1} t
+        logp = -0.5 * (
+            N * np.log(2 * np.pi) - N * pt.log(beta) - pt.sum(pt.log(alpha)) + logdet_H + quad
+        )
+        Linv = lower_triangular_inverse(L)
+        Sigma_diag = pt.sum(Linv**2, axis=0)
+        mu = Linv.T @ z  # eq. (13)
+        resid = t - Phi @ mu
+        d_t = -beta * resid
+        d_alpha = 0.5 * (1.0 / alpha - Sigma_diag - mu**2)
+        d_beta = 0.5 * (N / beta - resid @ resid - (M - pt.sum(alpha * Sigma_diag)) / beta)
+        return [logp, d_t, d_alpha, d_beta]
+
+    ins = [pt.vector("t"), pt.vector("alpha"), pt.scalar("beta"), pt.matrix("Phi"),
+           pt.matrix("PtP")]
+    op = _gradient_op(value_and_gradient, ins, n_data=2)
+
+    def marginal(value, alpha, beta, Phi, PhiT_Phi):
+        return op(*_as_float64(value, alpha, beta, Phi, PhiT_Phi))[0]
+
+    return marginal
+
+
+def lowrank_marginal_loglike():
+    """``log N(t | 0, C)`` for ``Phi = Q V`` with ``Q^T Q = I_k``, as a PyTensor op.
+
+    Tipping (2001) eq. (15) split along ``range(Q)`` and its orthogonal
+    complement, on which ``C = beta^{-1} I``. With ``s = Q^T t``,
+    ``t_perp = t - Q s``, ``B = beta^{1/2} V A^{-1/2}`` (k x M) and
+    ``P = I_k + B B^T``, so that ``Q^T C Q = P / beta``:
+
+        log|C| = -N log beta + log|P|
+        t^T C^{-1} t = beta (s^T P^{-1} s + ||t_perp||^2)
+
+    With ``g = P^{-1} s``, ``gamma_m = b_m^T P^{-1} b_m = 1 - alpha_m
+    Sigma_mm`` and ``alpha_m mu_m^2 = beta (b_m^T g)^2`` (eqs. 12-13 through
+    the Woodbury identity), the gradient of Tipping's Appendix A reads
+
+        d/d alpha_m = (gamma_m - beta (b_m^T g)^2) / (2 alpha_m)
+        d/d beta    = ((N - sum_m gamma_m) / beta - ||g||^2 - ||t_perp||^2) / 2
+        d/d t       = -C^{-1} t = -beta (Q g + t_perp)
+
+    (``||t - Phi mu||^2 = ||g||^2 + ||t_perp||^2``). One Cholesky factor of
+    the k x k matrix ``P``, whose eigenvalues are at least 1, serves value
+    and gradient: ``O(k^2 M + k^3 + N k)`` per evaluation.
+
+    Returns
+    -------
+    callable
+        ``f(value, alpha, beta, Q, V) -> scalar`` on PyTensor variables;
+        ``Q`` (N x k, orthonormal columns) and ``V = Q^T Phi`` (k x M) of
+        the training data, as from :func:`low_rank_factor`.
+    """
+    import pytensor.tensor as pt
+    from pytensor.tensor.slinalg import solve_triangular
+
+    def value_and_gradient(t, alpha, beta, Q, V):
+        N, k = t.shape[0], Q.shape[1]
+        s = Q.T @ t
+        t_perp = t - Q @ s
+        B = pt.sqrt(beta) * V / pt.sqrt(alpha)[None, :]
+        L = pt.linalg.cholesky(pt.eye(k) + B @ B.T, lower=True)
+        y = solve_triangular(L, s, lower=True)
+        g = solve_triangular(L.T, y, lower=False)  # P^{-1} s
+        W = solve_triangular(L, B, lower=True)
+        gamma = pt.sum(W**2, axis=0)  # 1 - alpha_m Sigma_mm
+        perp2 = t_perp @ t_perp
+        logp = -0.5 * (N * np.log(2 * np.pi) - N * pt.log(beta)
+                       + 2.0 * pt.sum(pt.log(pt.diagonal(L))) + beta * (y @ y + perp2))
+        d_alpha = 0.5 * (gamma - beta * (g @ B) ** 2) / alpha
+        d_beta = 0.5 * ((N - pt.sum(gamma)) / beta - g @ g - perp2)
+        d_t = -beta * (Q @ g + t_perp)
+        return [logp, d_t, d_alpha, d_beta]
+
+    ins = [pt.vector("t"), pt.vector("alpha"), pt.scalar("beta"), pt.matrix("Q"),
+           pt.matrix("V")]
+    op = _gradient_op(value_and_gradient, ins, n_data=2)
+
+    def marginal(value, alpha, beta, Q, V):
+        return op(*_as_float64(value, alpha, beta, Q, V))[0]
+
+    return marginal
+
+
+def _inv_sqrt_factor(lam):
+    """``((1 + lam)^{-1/2} - 1) / lam``, without cancellation and finite at ``lam = 0``."""
+    r = np.sqrt(1.0 + lam)
+    return -1.0 / (r * (1.0 + r))
+
+
+def lowrank_conditional_weights(alpha, beta, V, s, z):
+    """``w = mu + R z``, ``R R^T = Sigma``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
+
+    For ``Phi = Q V`` (Tipping 2001, eqs. 12-13 through the Woodbury
+    identity), with ``B = beta^{1/2} V A^{-1/2}``, ``P = I_k + B B^T`` and
+    ``s = Q^T t``:
+
+        Sigma = A^{-1/2} (I_M + B^T B)^{-1} A^{-1/2}
+        mu    = beta^{1/2} A^{-1/2} B^T P^{-1} s
+
+    and ``R = A^{-1/2} (I_M + B^T B)^{-1/2}``, applied through the
+    eigendecomposition ``B B^T = U diag(lam) U^T`` (k x k):
+    ``(I_M + B^T B)^{-1/2} = I_M + B^T U diag(c) U^T B``,
+    ``c = ((1 + lam)^{-1/2} - 1) / lam``. ``O(k^2 M + k^3)``, PyTensor.
+    """
+    import pytensor.tensor as pt
+
+    k = V.shape[0]
+    a_isqrt = 1.0 / pt.sqrt(alpha)
+    B = pt.sqrt(beta) * V * a_isqrt[None, :]
+    BBt = B @ B.T
+    L = pt.linalg.cholesky(pt.eye(k) + BBt, lower=True)
+    g = pt.linalg.cho_solve((L, True), s)  # P^{-1} s
+    lam, U = pt.linalg.eigh(BBt)
+    c = -1.0 / (pt.sqrt(1.0 + lam) * (1.0 + pt.sqrt(1.0 + lam)))
+    root_z = z + B.T @ (U @ (c * (U.T @ (B @ z))))
+    return a_isqrt * (pt.sqrt(beta) * (B.T @ g) + root_z)
+
+
+def lowrank_conditional_moments(V, s, alpha, beta, z=None, *, fallback=None):
+    """:func:`rvm_ppl.sampling._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
+
+    Returns ``E[mu]``, ``E[Sigma] + Cov[mu]`` and ``E[gamma]`` over the draws
+    of ``(alpha, beta)`` (Tipping 2001, eqs. 12, 13, 17), and given standard
+    normal ``z`` the draws of :func:`lowrank_conditional_weights` (else None).
+    ``Sigma = A^{-1} - (W A^{-1/2})^T (W A^{-1/2})`` with ``W = L^{-1} B``,
+    ``L L^T = P``; ``gamma_m = ||W e_m||^2``.
+
+    A draw with some ``alpha_m`` so small (about ``1e-12`` of
+    ``beta ||phi_m||^2``) that ``I_k`` is lost next to ``B B^T`` and ``P``
+    has no Cholesky factor goes to ``fallback(alpha, beta, z) -> (mu, Sigma,
+    w)`` if given (the M x M form, with jitter), else raises
+    ``numpy.linalg.LinAlgError``.
+    """
+    from scipy import linalg
+
+    M = alpha.shape[-1]
+    k = V.shape[0]
+    flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
+    n = len(flat_a)
+    flat_z = None if z is None else z.reshape(-1, M)
+    w = None if z is None else np.empty_like(flat_z)
+    mus, gamma_sum, inv_a_sum = np.empty((n, M)), np.zeros(M), np.zeros(M)
+    second = np.zeros((M, M))  # sum of the draws' Sigma, less their A^{-1} (inv_a_sum)
+    block = []  # rows W A^{-1/2} of a few draws: one matrix product per block
+    for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
+        a_isqrt = 1.0 / np.sqrt(a)
+        B = np.sqrt(b) * V * a_isqrt
+        BBt = B @ B.T
+        try:
+            L = linalg.cholesky(np.eye(k) + BBt, lower=True, check_finite=False)
+        except np.linalg.LinAlgError:
+            if fallback is None:
+                raise
+            mus[i], Sigma, w_i = fallback(a, b, None if w is None else flat_z[i])
+            second += Sigma
+            gamma_sum += 1.0 - a * np.diag(Sigma)
+            if w is not None:
+                w[i] = w_i
+            continue
+        W = linalg.solve_triangular(L, B, lower=True, check_finite=False)
+        g = linalg.cho_solve((L, True), s, check_finite=False)
+        mus[i] = np.sqrt(b) * a_isqrt * (B.T @ g)
+        inv_a_sum += 1.0 / a
+        gamma_sum += np.einsum("ij,ij->j", W, W)
+        block.append(W * a_isqrt)
+        if len(block) * k >= _MOMENT_BLOCK_ROWS:
+            second -= _gram(block)
+            block = []
+        if w is not None:
+            lam, U = np.linalg.eigh(BBt)
+            zi = flat_z[i]
+            w[i] = mus[i] + a_isqrt * (zi + B.T @ (U @ (_inv_sqrt_factor(lam) * (U.T @ (B @ zi)))))
+    if block:
+        second -= _gram(block)
+    mean = mus.mean(axis=0)
+    second += mus.T @ mus
+    second[np.diag_indices(M)] += inv_a_sum
+    return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
+            None if w is None else w.reshape(z.shape))
+
+
+def _gram(blocks):
+    """``G^T G`` of the rows of a list of matrices stacked into ``G``."""
+    G = np.concatenate(blocks)
+    return G.T @ G

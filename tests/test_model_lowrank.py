@@ -1,0 +1,242 @@
+"""The low-rank form of the marginal regression likelihood against the M x M form and brute force."""
+
+import numpy as np
+import pytest
+
+pm = pytest.importorskip("pymc")
+pytensor = pytest.importorskip("pytensor")
+pt = pytest.importorskip("pytensor.tensor")
+
+from rvm_ppl._marginal import (  # noqa: E402
+    dense_marginal_loglike,
+    low_rank_factor,
+    lowrank_marginal_loglike,
+    use_low_rank,
+)
+from rvm_ppl.datasets import make_sinc  # noqa: E402
+from rvm_ppl.kernels import RBF, design_matrix  # noqa: E402
+from rvm_ppl.model import build_model  # noqa: E402
+
+MODE = "FAST_COMPILE"  # no C compilation: these graphs are small
+
+
+@pytest.fixture(scope="module")
+def sinc_design():
+    X, t = make_sinc(120, grid=False, random_state=0)
+    return design_matrix(X, X, RBF(gamma=1 / 9)), t / np.std(t)
+
+
+def _brute_logp(Phi, t, alpha, beta):
+    """``log N(t | 0, beta^{-1} I + Phi A^{-1} Phi^T)`` with the N x N covariance."""
+    C = np.eye(len(t)) / beta + (Phi / alpha) @ Phi.T
+    _, logdet = np.linalg.slogdet(C)
+    return -0.5 * (len(t) * np.log(2 * np.pi) + logdet + t @ np.linalg.solve(C, t))
+
+
+def _value_and_grad(marginal, *data):
+    t, a, b = pt.vector("t"), pt.vector("alpha"), pt.scalar("beta")
+    out = marginal(t, a, b, *data)
+    return pytensor.function([t, a, b], [out, *pytensor.grad(out, [t, a, b])], mode=MODE)
+
+
+def _points(M, rng):
+    """(alpha, beta) pairs from small to large precisions."""
+    return [(np.exp(rng.normal(np.log(s), 2.0, M)), b) for s, b in ((0.1, 3.0), (1.0, 20.0),
+                                                                      (100.0, 0.5))]
+
+
+def test_low_rank_factor_reproduces_the_design_matrix(sinc_design):
+    Phi, _ = sinc_design
+    Q, V = low_rank_factor(Phi)
+    k = Q.shape[1]
+    assert 10 < k < 50  # RBF r = 3 on [-10, 10]: numerical rank ~ 30 whatever N
+    np.testing.assert_allclose(Q.T @ Q, np.eye(k), atol=1e-13)
+    assert np.abs(Q @ V - Phi).max() <= 1e-11 * np.linalg.norm(Phi, axis=0).max()
+    # The rank is the numerical rank at the tolerance: no fewer directions would do.
+    s = np.linalg.svd(Phi, compute_uv=False)
+    assert abs(k - np.sum(s > 1e-12 * s[0])) <= 3
+
+
+def test_low_rank_factor_gives_up_and_checks_its_input():
+    rng = np.random.default_rng(0)
+    Phi = rng.normal(size=(40, 30))
+    assert low_rank_factor(Phi, max_rank=10) is None  # full rank 30
+    Q, V = low_rank_factor(Phi)  # full rank is still an exact factor
+    assert Q.shape == (40, 30)
+    np.testing.assert_allclose(Q @ V, Phi, atol=1e-12)
+    assert low_rank_factor(np.zeros((5, 3))) is None
+    with pytest.raises(ValueError, match="2-D"):
+        low_rank_factor(np.ones(4))
+
+
+def test_use_low_rank_rule():
+    assert use_low_rank(1000, 1001, 30)
+    assert use_low_rank(100, 101, 29)
+    assert not use_low_rank(100, 101, 60)  # 3 k^2 M > M^3 / 3
+    assert not use_low_rank(40, 30, 30)  # full rank never pays
+    ks = [k for k in range(1, 102) if use_low_rank(100, 101, k)]
+    assert ks == list(range(1, len(ks) + 1))  # monotone in k
+
+
+def test_lowrank_op_equals_dense_op_and_brute_force(sinc_design):
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    dense = _value_and_grad(dense_marginal_loglike(), Phi, Phi.T @ Phi)
+    low = _value_and_grad(lowrank_marginal_loglike(), Q, V)
+    rng = np.random.default_rng(1)
+    for alpha, beta in _points(Phi.shape[1], rng):
+        d, lo = dense(t, alpha, beta), low(t, alpha, beta)
+        np.testing.assert_allclose(lo[0], _brute_logp(Phi, t, alpha, beta), rtol=1e-8)
+        np.testing.assert_allclose(lo[0], d[0], rtol=1e-10)
+        for gd, gl in zip(d[1:], lo[1:]):
+            np.testing.assert_allclose(gl, gd, rtol=1e-8, atol=1e-8 * np.max(np.abs(gd)))
+
+
+def test_lowrank_gradient_by_central_differences(sinc_design):
+    Phi, t = sinc_design
+    Phi, t = Phi[:40, :25], t[:40]
+    Q, V = low_rank_factor(Phi)
+    f = _value_and_grad(lowrank_marginal_loglike(), Q, V)
+    rng = np.random.default_rng(2)
+    alpha, beta = np.exp(rng.normal(0.0, 1.0, 25)), 4.0
+    _, g_t, g_a, g_b = f(t, alpha, beta)
+    h = 1e-6
+    for m in (0, 7, 24):  # d/d log alpha_m
+        e = np.zeros(25)
+        e[m] = h
+        fd = (f(t, alpha * np.exp(e), beta)[0] - f(t, alpha * np.exp(-e), beta)[0]) / (2 * h)
+        np.testing.assert_allclose(fd, alpha[m] * g_a[m], rtol=1e-5, atol=1e-8)
+    fd = (f(t, alpha, beta * np.exp(h))[0] - f(t, alpha, beta * np.exp(-h))[0]) / (2 * h)
+    np.testing.assert_allclose(fd, beta * g_b, rtol=1e-6)
+    e = np.zeros(40)
+    e[3] = h
+    fd = (f(t + e, alpha, beta)[0] - f(t - e, alpha, beta)[0]) / (2 * h)
+    np.testing.assert_allclose(fd, g_t[3], rtol=1e-6)
+
+
+def test_build_model_uses_the_low_rank_form_with_the_same_density(sinc_design):
+    Phi, t = sinc_design
+    auto = build_model(Phi, t)
+    dense = build_model(Phi, t, low_rank=False)
+    assert {"lowrank_Q", "lowrank_V"} <= set(auto.named_vars)
+    assert "lowrank_Q" not in dense.named_vars
+    lp_a, dlp_a = auto.compile_logp(mode=MODE), auto.compile_dlogp(mode=MODE)
+    lp_d, dlp_d = dense.compile_logp(mode=MODE), dense.compile_dlogp(mode=MODE)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        point = {k: v + rng.normal(0.0, 2.0, np.shape(v)) for k, v in auto.initial_point().items()}
+        np.testing.assert_allclose(lp_a(point), lp_d(point), rtol=1e-10)
+        g_d = dlp_d(point)
+        np.testing.assert_allclose(dlp_a(point), g_d, rtol=1e-8, atol=1e-8 * np.abs(g_d).max())
+
+
+def test_build_model_low_rank_choices_and_errors(sinc_design):
+    Phi, t = sinc_design
+    rng = np.random.default_rng(4)
+    full = rng.normal(size=(30, 20))
+    y = rng.normal(size=30)
+    assert "lowrank_Q" not in build_model(full, y).named_vars  # rank 20 of 20 does not pay
+    assert "lowrank_Q" in build_model(full, y, low_rank=True).named_vars  # exact all the same
+    with pytest.raises(ValueError, match="no low-rank factor"):
+        build_model(np.zeros((30, 20)), y, low_rank=True)
+    with pytest.raises(ValueError, match="marginal regression only"):
+        build_model(Phi, (t > 0).astype(float), likelihood="bernoulli", low_rank=True)
+    with pytest.raises(ValueError, match="marginal regression only"):
+        build_model(Phi, t, parameterization="centered", low_rank=True)
+    with pytest.raises(TypeError, match="low_rank"):
+        build_model(Phi, t, low_rank="yes")
+
+
+def test_low_rank_model_predicts_at_new_rows(sinc_design):
+    Phi, t = sinc_design
+    model = build_model(Phi, t)
+    assert "lowrank_Q" in model.named_vars
+    X, _ = make_sinc(120, grid=False, random_state=0)
+    Xt = np.array([[-4.0], [0.0], [2.5]])
+    with model:
+        pm.set_data({"Phi": design_matrix(Xt, X, RBF(gamma=1 / 9))})
+    w = np.linspace(-1.0, 1.0, Phi.shape[1])
+    draws = pm.draw(model["y"], draws=4000, givens={model["w"]: w, model["beta"]: 100.0},
+                    random_seed=0)
+    assert draws.shape == (4000, 3)
+    f = design_matrix(Xt, X, RBF(gamma=1 / 9)) @ w
+    np.testing.assert_allclose(draws.mean(axis=0), f, atol=4 * 0.1 / np.sqrt(4000))
+    np.testing.assert_allclose(draws.std(axis=0), 0.1, rtol=0.05)
+
+
+@pytest.mark.parametrize("mode", [MODE, "NUMBA"])
+def test_lower_triangular_inverse_op(mode):
+    from rvm_ppl._trtri import lower_triangular_inverse
+
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(30, 30))
+    L = np.linalg.cholesky(A @ A.T + 30 * np.eye(30))
+    x = pt.matrix("L")
+    f = pytensor.function([x], lower_triangular_inverse(x), mode=mode)
+    for L_in in (L, np.asfortranarray(L), L + np.triu(np.ones((30, 30)), 1)):  # upper ignored
+        kept = L_in.copy()
+        np.testing.assert_allclose(f(L_in), np.linalg.inv(L), rtol=1e-12, atol=1e-15)
+        np.testing.assert_array_equal(L_in, kept)  # the input is not overwritten
+    assert np.isnan(f(np.zeros((3, 3)))).all()  # singular
+    with pytest.raises(TypeError, match="float64 matrix"):
+        lower_triangular_inverse(pt.vector())
+
+
+def test_dense_op_inverse_forms_agree(sinc_design):
+    Phi, t = sinc_design
+    trtri = _value_and_grad(dense_marginal_loglike(), Phi, Phi.T @ Phi)
+    solve = _value_and_grad(dense_marginal_loglike(inverse="solve"), Phi, Phi.T @ Phi)
+    alpha, beta = np.exp(np.random.default_rng(6).normal(0.0, 2.0, Phi.shape[1])), 10.0
+    for a, b in zip(trtri(t, alpha, beta), solve(t, alpha, beta)):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="inverse"):
+        dense_marginal_loglike(inverse="lu")
+
+
+def test_lowrank_weights_have_the_exact_conditional_law(sinc_design):
+    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_conditional_weights
+
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    M = Phi.shape[1]
+    alpha, beta = np.exp(np.random.default_rng(7).normal(0.0, 2.0, M)), 10.0
+    Sigma = np.linalg.inv(beta * Phi.T @ Phi + np.diag(alpha))  # eq. (12)
+    mu = beta * Sigma @ Phi.T @ t  # eq. (13)
+    # z = e_1, ..., e_M for one (alpha, beta): the draws are mu + R e_m.
+    a, b = np.tile(alpha, (M, 1)), np.full(M, beta)
+    mean, cov, gamma, w = lowrank_conditional_moments(V, Q.T @ t, a, b, np.eye(M))
+    R = (w - mu).T
+    scale = np.abs(Sigma).max()
+    np.testing.assert_allclose(R @ R.T, Sigma, atol=1e-8 * scale)
+    np.testing.assert_allclose(mean, mu, atol=1e-8 * np.abs(mu).max())
+    np.testing.assert_allclose(cov, Sigma, atol=1e-8 * scale)
+    np.testing.assert_allclose(gamma, 1.0 - alpha * np.diag(Sigma), atol=1e-8)
+    # The PyTensor form draws the same weights from the same z.
+    av, bv, zv = pt.vector("alpha"), pt.scalar("beta"), pt.vector("z")
+    f = pytensor.function([av, bv, zv], lowrank_conditional_weights(av, bv, V, Q.T @ t, zv),
+                          mode=MODE)
+    for m in (0, 5, M - 1):
+        np.testing.assert_allclose(f(alpha, beta, np.eye(M)[m]), w[m], rtol=1e-10,
+                                   atol=1e-10 * np.abs(w).max())
+
+
+def test_lowrank_moments_fall_back_where_p_has_no_factor(sinc_design):
+    from rvm_ppl._marginal import lowrank_conditional_moments
+    from rvm_ppl.sampling import _conditional_draw, _conditional_moments
+
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    M = Phi.shape[1]
+    rng = np.random.default_rng(8)
+    alpha = np.exp(rng.normal(0.0, 1.0, (3, M)))
+    alpha[1, :40] = 1e-40  # I_k is lost next to B B^T: no Cholesky factor of P
+    beta, z = np.array([5.0, 5.0, 8.0]), rng.normal(size=(3, M))
+    PtP, Pty = Phi.T @ Phi, Phi.T @ t
+    with pytest.raises(np.linalg.LinAlgError):
+        lowrank_conditional_moments(V, Q.T @ t, alpha, beta, z)
+    got = lowrank_conditional_moments(V, Q.T @ t, alpha, beta, z,
+                                      fallback=lambda a, b, zi: _conditional_draw(PtP, Pty, a, b, zi))
+    ref = _conditional_moments(PtP, Pty, alpha, beta, z)
+    np.testing.assert_allclose(got[3][1], ref[3][1])  # the M x M draw itself
+    for g, r in zip(got[:3], ref[:3]):
+        np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-8 * np.abs(r).max())
