@@ -283,7 +283,7 @@ def part_nuts(args):
     for n in args.sizes:
         for sampler in _samplers():
             for seed in args.seeds:
-                cfg = dict(n=n, data_seed=seed, seed=seed, sampler=sampler)
+                cfg = dict(n=n, data_seed=seed, seed=seed, sampler=sampler, chains=args.chains)
                 r = run("nuts", cfg, ONE_THREAD)
                 if "error" in r:
                     rows.append((n, sampler, seed, r["error"], *[""] * 12))
@@ -295,7 +295,7 @@ def part_nuts(args):
                     f"{r['steps']:.0f}", f"{r['rms']:.4f}", f"{r['sigma']:.4f}",
                 ))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print("NUTS, package defaults except for 2 chains (marginal form, 2 x (1000 tune + 1000 draws), "
+    print(f"NUTS, package defaults with {args.chains} chains (marginal form, {args.chains} x (1000 tune + 1000 draws), "
           "target_accept 0.8, NUMBA backend, 1 BLAS thread):\n")
     print_table(["N", "sampler", "seed", "busy", "wall s", "sampling s", "CPU s", "div.",
             "max r-hat", "min ESS log a", "ESS/s", "ESS/s wall", "steps/draw", "RMS", "noise sd"],
@@ -418,6 +418,7 @@ def main(argv=None):
                    help="default: nuts and advi")
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 50])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--chains", type=int, default=4, help="NUTS chains (4, the package default)")
     p.add_argument("--problems", nargs="+", default=list(GRADIENT_PROBLEMS),
                    help="part gradient: sinc<N> or boston")
     p.add_argument("--seconds", type=float, default=3.0,

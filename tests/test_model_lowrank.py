@@ -116,7 +116,7 @@ def test_lowrank_gradient_by_central_differences(sinc_design):
 
 def test_build_model_uses_the_low_rank_form_with_the_same_density(sinc_design):
     Phi, t = sinc_design
-    auto = build_model(Phi, t)
+    auto = build_model(Phi, t, low_rank=None)
     dense = build_model(Phi, t, low_rank=False)
     assert {"lowrank_Q", "lowrank_V"} <= set(auto.named_vars)
     assert "lowrank_Q" not in dense.named_vars
@@ -135,7 +135,8 @@ def test_build_model_low_rank_choices_and_errors(sinc_design):
     rng = np.random.default_rng(4)
     full = rng.normal(size=(30, 20))
     y = rng.normal(size=30)
-    assert "lowrank_Q" not in build_model(full, y).named_vars  # rank 20 of 20 does not pay
+    assert "lowrank_Q" not in build_model(full, y, low_rank=None).named_vars  # rank 20 of 20 does not pay
+    assert "lowrank_Q" not in build_model(Phi, t).named_vars  # the M x M form by default
     assert "lowrank_Q" in build_model(full, y, low_rank=True).named_vars  # exact all the same
     with pytest.raises(ValueError, match="no low-rank factor"):
         build_model(np.zeros((30, 20)), y, low_rank=True)
@@ -149,7 +150,7 @@ def test_build_model_low_rank_choices_and_errors(sinc_design):
 
 def test_low_rank_model_predicts_at_new_rows(sinc_design):
     Phi, t = sinc_design
-    model = build_model(Phi, t)
+    model = build_model(Phi, t, low_rank=None)
     assert "lowrank_Q" in model.named_vars
     X, _ = make_sinc(120, grid=False, random_state=0)
     Xt = np.array([[-4.0], [0.0], [2.5]])
