@@ -288,9 +288,54 @@ def _scale_rows(sizes, libs, seed, timeout, fastrvm_max=10**9, threads=("1 threa
                           f"| {res['rms']:.4f} | {res['nrv']} |", flush=True)
 
 
+def _warm_rows(sizes, seeds=10, reps=3):
+    """Repeated fits in one process: median over seeds of the fastest of ``reps`` warm fits."""
+    from threadpoolctl import threadpool_limits
+
+    from rvm_ppl import RVR
+    from rvm_ppl.datasets import make_sinc
+
+    if not _installed("fastrvm"):
+        print("fastrvm is not installed: no warm-fit comparison")
+        return
+    from fastrvm import RVR as FastRVR
+
+    def fastest(make, X, y):
+        times = []
+        for _ in range(reps):
+            start = time.perf_counter()
+            m = make().fit(X, y)
+            times.append(time.perf_counter() - start)
+        return min(times), m
+
+    libs = {"rvm_ppl": lambda: RVR(gamma=1 / 9),
+            "fastrvm": lambda: FastRVR(kernel="rbf", gamma=1 / 9, fit_intercept=True)}
+    X0, y0 = make_sinc(50, random_state=0)
+    for make in libs.values():  # first calls and imports before timing
+        make().fit(X0, y0)
+    print("\n## Warm fits: median over seeds of the fastest of "
+          f"{reps} fits in one process (one BLAS thread)\n")
+    print("| N | rvm_ppl (ms) | fastrvm (ms) | ratio: median (range) | iterations (rvm_ppl / fastrvm) |")
+    print("|---|---|---|---|---|")
+    for n in sizes:
+        t = {k: [] for k in libs}
+        it = {k: [] for k in libs}
+        for seed in range(seeds):
+            X, y = make_sinc(n, grid=False, random_state=seed)
+            with threadpool_limits(1):
+                for name, make in libs.items():
+                    sec, m = fastest(make, X, y)
+                    t[name].append(sec)
+                    it[name].append(int(np.max(m.n_iter_)))
+        ratio = np.array(t["rvm_ppl"]) / np.array(t["fastrvm"])
+        print(f"| {n} | {1e3 * np.median(t['rvm_ppl']):.1f} | {1e3 * np.median(t['fastrvm']):.1f} | "
+              f"{np.median(ratio):.2f} ({ratio.min():.2f}-{ratio.max():.2f}) | "
+              f"{np.median(it['rvm_ppl']):.0f} / {np.median(it['fastrvm']):.0f} |", flush=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--part", choices=["sinc", "solvers", "scale", "million", "all"], default="all")
+    p.add_argument("--part", choices=["sinc", "solvers", "scale", "warm", "million", "all"], default="all")
     p.add_argument("--reps", type=int, default=100, help="noise draws per sinc experiment")
     p.add_argument("--sizes", type=int, nargs="+", default=None,
                    help="default: 1000 5000 20000 (scale), 1000000 (million)")
@@ -317,6 +362,8 @@ def main():
     if args.part in ("scale", "all"):
         _scale_rows(args.sizes or [1000, 5000, 20000], args.libs, args.seed, args.timeout,
                     fastrvm_max=args.fastrvm_max, threads=args.threads)
+    if args.part == "warm":
+        _warm_rows(args.sizes or [100, 300, 1000, 2000, 5000])
     if args.part == "million":  # not part of "all": minutes and gigabytes
         _million_rows(args.sizes or [1_000_000], args.seed, args.timeout)
 
