@@ -13,6 +13,11 @@ precisions, ``beta`` noise precision, ``Sigma`` and ``mu`` the posterior of the
 weights in the model, ``S, Q`` the sparsity and quality factors with the
 basis function in the model, ``s, q`` with it left out.
 
+Each climb runs in a compiled loop (:mod:`rvm_ppl._evidence_engine`) when
+the basis fits in memory as a dense matrix and the fit uses no hyperprior,
+callback or progress logging; the loop below is the reference it follows
+decision for decision, and serves every other case.
+
 Every action is chosen because it raises ``L``; the noise update is a
 MacKay fixed-point step that is accepted only if it raises ``L`` too (with
 step halving in ``log beta`` otherwise), so the recorded log evidence never
@@ -69,6 +74,7 @@ ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
 DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
 DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
 # and the best candidates to add)
+ENGINE_MAX_ENTRIES = 2001 * 2001  # largest N x M the compiled engine materialises (32 MB)
 MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
 
 ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"
@@ -758,35 +764,11 @@ class _Model:
 
     def result(self, trace, n_iter, converged, *, aligned=(), counts=None, priors=None,
                objective_trace=None):
-        """The current state as an :class:`EvidenceResult` on the original column scale.
-
-        Unit-norm columns ``phi / scale`` carry weights ``w * scale`` and
-        precisions ``alpha / scale^2``; ``s`` scales like ``scale^2``, ``q``
-        like ``scale``.
-        """
-        s, q = self.factors()
-        order = np.argsort(self.active)
-        active = np.asarray(self.active, dtype=int)[order]
-        sc = self.scale[active]
-        alpha = np.full(self.basis.n_basis, np.inf)
-        alpha[active] = self.alpha[order] * sc**2
-        return EvidenceResult(
-            active=active,
-            mu=self.mu[order] / sc,
-            Sigma=self.Sigma[np.ix_(order, order)] / np.outer(sc, sc),
-            alpha=alpha,
-            beta=self.beta,
-            log_evidence=self.logml,
-            log_evidence_trace=np.asarray(trace),
-            s=s * self.scale**2,
-            q=q * self.scale,
-            n_iter=n_iter,
-            converged=converged,
-            aligned=np.asarray(aligned, dtype=int),
-            counts=dict(counts or {}),
-            priors=None if priors is None else dict(priors),
-            objective=self.logml + prior_penalty(alpha, self.beta, priors),
-            objective_trace=np.asarray(trace if objective_trace is None else objective_trace),
+        """The current state as an :class:`EvidenceResult` on the original column scale."""
+        return _state_result(
+            self.scale, self.active, self.alpha, self.mu, self.Sigma, self.S, self.Q, self.beta,
+            self.logml, trace, n_iter, converged, aligned=aligned, counts=counts, priors=priors,
+            objective_trace=objective_trace,
         )
 
     def load(self, stats):
@@ -897,6 +879,40 @@ class _Model:
         self.in_model[i] = True
         self.pin_active()
 
+
+
+def _state_result(scale, active, alpha, mu, Sigma, S, Q, beta, logml, trace, n_iter, converged, *,
+                  aligned=(), counts=None, priors=None, objective_trace=None):
+    """An ascent's final state (unit-norm columns, model order) as an :class:`EvidenceResult`.
+
+    Unit-norm columns ``phi / scale`` carry weights ``w * scale`` and
+    precisions ``alpha / scale^2``; ``s`` scales like ``scale^2``, ``q``
+    like ``scale``.
+    """
+    s, q = out_factors(S, Q, active, alpha)
+    order = np.argsort(active)
+    active = np.asarray(active, dtype=int)[order]
+    sc = scale[active]
+    alpha_all = np.full(scale.size, np.inf)
+    alpha_all[active] = alpha[order] * sc**2
+    return EvidenceResult(
+        active=active,
+        mu=mu[order] / sc,
+        Sigma=Sigma[np.ix_(order, order)] / np.outer(sc, sc),
+        alpha=alpha_all,
+        beta=beta,
+        log_evidence=logml,
+        log_evidence_trace=np.asarray(trace),
+        s=s * scale**2,
+        q=q * scale,
+        n_iter=n_iter,
+        converged=converged,
+        aligned=np.asarray(aligned, dtype=int),
+        counts=dict(counts or {}),
+        priors=None if priors is None else dict(priors),
+        objective=logml + prior_penalty(alpha_all, beta, priors),
+        objective_trace=np.asarray(trace if objective_trace is None else objective_trace),
+    )
 
 
 def _chol(H):
@@ -1022,6 +1038,7 @@ def fit_evidence_regression(
     progress=False,
     progressbar=False,
     multistart="auto",
+    compiled="auto",
 ):
     """Maximise the log evidence of a Gaussian RVM by the fast sequential algorithm.
 
@@ -1115,6 +1132,16 @@ def fit_evidence_regression(
         traces are those of the ascents that led to the result (the
         re-check continuing the kept one); ``callback`` and progress
         messages see every ascent.
+    compiled : "auto" or False
+        Run each ascent in the compiled engine (:mod:`rvm_ppl._evidence_engine`,
+        the same algorithm without the interpreter's cost per iteration).
+        ``"auto"`` (default): whenever the basis fits in
+        ``ENGINE_MAX_ENTRIES`` entries once materialised, there are no
+        hyperpriors, no ``callback``, no ``progress`` logging and
+        ``refresh="drift"``; an ascent whose Cholesky factorisation fails
+        is rerun in Python, where the jitter policy of
+        :func:`rvm_ppl._linalg.cholesky_jittered` applies. ``False``: always
+        the Python loop.
 
     Returns
     -------
@@ -1128,6 +1155,13 @@ def fit_evidence_regression(
     kw = dict(beta=beta, fixed_beta=fixed_beta, start=start, max_iter=max_iter, tol=tol,
               alignment_test=alignment_test, noise_warmup=noise_warmup, priors=priors,
               warm_start=warm_start, warn=warn, callback=callback, refresh=refresh, report=report)
+    if compiled == "auto":
+        compiled = _compiled_basis(basis, priors, callback, refresh, report.every is not None)
+    elif compiled:
+        raise ValueError("compiled must be 'auto' or False.")
+    if compiled:
+        basis = compiled
+    kw["compiled"] = bool(compiled)
     best = _fit_sequential(basis, t, **kw)
     if multistart == "auto":
         multistart = warm_start is None and len(t) <= MULTISTART_MAX_N
@@ -1135,6 +1169,18 @@ def fit_evidence_regression(
         best = _multistart(basis, t, best, kw)
     report(best.n_iter, best.active.size, best.log_evidence, final=True, converged=best.converged)
     return best
+
+
+def _compiled_basis(basis, priors, callback, refresh, progress):
+    """The materialised basis the compiled engine runs on, or None where it does not apply."""
+    if (callback is not None or refresh != "drift" or progress
+            or resolve_evidence_priors(priors) is not None
+            or type(basis) not in (DenseBasis, KernelBasis)
+            or basis.n_samples * basis.n_basis > ENGINE_MAX_ENTRIES):
+        return None
+    if type(basis) is DenseBasis:
+        return basis
+    return DenseBasis(basis.columns(np.arange(basis.n_basis)))
 
 
 def _multistart(basis, t, first, kw):
@@ -1159,7 +1205,8 @@ def _multistart(basis, t, first, kw):
 
 
 def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignment_test,
-                    noise_warmup, priors, warm_start, warn, callback, refresh, report, it0=0):
+                    noise_warmup, priors, warm_start, warn, callback, refresh, report, it0=0,
+                    compiled=False):
     """One ascent of the fast sequential algorithm (:func:`fit_evidence_regression`).
 
     ``report`` is the fit's :class:`_Progress`; iterations are reported
@@ -1183,9 +1230,20 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
         beta = 1.0 / (GAUSSIAN_SNR_INIT * max(np.sqrt(var_t), 1e-6)) ** 2
     beta = float(min(beta, beta_max)) if not fixed_beta else float(beta)
 
-    model = _Model(basis, t, scale, proj, beta)
     if isinstance(warm_start, EvidenceResult):
         warm_start = (warm_start.active, warm_start.alpha[warm_start.active])
+    if compiled:
+        from . import _evidence_engine
+
+        res = _evidence_engine.run(
+            basis.Phi, t, proj / scale, scale, beta=beta,
+            beta_max=beta_max, fixed_beta=fixed_beta, noise_warmup=noise_warmup,
+            alignment_test=alignment_test, tol=tol, max_iter=max_iter, start=start,
+            warm_start=warm_start, warn=warn)
+        if res is not None:
+            report(it0 + res.n_iter, res.active.size, res.log_evidence)
+            return res
+    model = _Model(basis, t, scale, proj, beta)
     if warm_start is not None and len(warm_start[0]):
         model.warm_start(*warm_start)
     else:

@@ -1,0 +1,603 @@
+"""One ascent of the fast sequential evidence maximisation, compiled (Numba).
+
+The same algorithm as :func:`rvm_ppl.evidence._fit_sequential` for the
+plain evidence (no hyperpriors) on an explicit design matrix: the same
+decisions (:func:`rvm_ppl.evidence.choose_action`), the same rank-one
+updates (Tipping & Faul 2003, Appendix A), the same drift check, noise
+schedule, alignment test and stopping rule. What it removes is the
+interpreter: the Python loop spends 100-200 microseconds per iteration on
+calls into NumPy for vectors of a few hundred entries, which up to
+N = 1000 is most of a fit.
+
+The basis is materialised (``N x M`` with unit-norm columns), so the
+engine serves small and mid-sized problems
+(``rvm_ppl.evidence.ENGINE_MAX_ENTRIES``); the
+cross products ``Phi^T phi_j`` are computed as basis functions enter.
+Matrices in the model are ``k x k`` for ``k`` basis functions in it and
+are factorised by LAPACK's Cholesky; a factorisation that fails (a nearly
+singular posterior precision) returns :data:`FAILED` and the caller runs
+the Python ascent, whose jitter policy handles it.
+
+The first call compiles the engine (a few seconds) and caches the machine
+code on disk (``cache=True``), so later processes load it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from . import evidence as _ev
+
+OK, FAILED = 0, 1
+ADD, REESTIMATE, DELETE = 0, 1, 2
+COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh")
+
+# Constants are frozen into the compiled code.
+_ZERO_FACTOR = _ev.ZERO_FACTOR
+_MIN_DELTA_LOG_BETA = _ev.MIN_DELTA_LOG_BETA
+_BETA_UPDATE_START = _ev.BETA_UPDATE_START
+_BETA_UPDATE_FREQUENCY = _ev.BETA_UPDATE_FREQUENCY
+_ALIGNMENT_MAX = _ev.ALIGNMENT_MAX
+_INIT_ALPHA_MAX = _ev.INIT_ALPHA_MAX
+_NOISE_WARMUP_MAX = _ev.NOISE_WARMUP_MAX
+_DRIFT_TOL = _ev.DRIFT_TOL
+_DRIFT_SAMPLE = _ev.DRIFT_SAMPLE
+_TINY = np.finfo(float).tiny
+_LOG_2PI = np.log(2 * np.pi)
+
+
+@njit(cache=True, error_model="numpy")
+def _cross(Phi, scale, j, out):
+    """``out = Phi~^T phi~_j`` on unit-norm columns ``phi~ = phi / scale``, ``Phi`` in C order.
+
+    Row by row (``out += Phi[n] Phi[n, j]``): contiguous, and no reduction
+    the compiler would have to reorder to vectorise.
+    """
+    N, M = Phi.shape
+    out[:] = 0.0
+    for n in range(N):
+        a = Phi[n, j]
+        for m in range(M):
+            out[m] += a * Phi[n, m]
+    for m in range(M):
+        out[m] /= scale[m] * scale[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _factor(GT, act, k, alpha, beta):
+    """Lower Cholesky factor of ``beta Phi_A^T Phi_A + A`` (Tipping 2001, eq. 12), ok flag."""
+    H = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            H[i, j] = beta * GT[j, act[i]]
+        H[i, i] += alpha[i]
+    # Cholesky-Banachiewicz, row by row; k is the model size (tens).
+    L = np.zeros((k, k))
+    for i in range(k):
+        for j in range(i + 1):
+            s = H[i, j]
+            for p in range(j):
+                s -= L[i, p] * L[j, p]
+            if i == j:
+                if not s > 0.0 or not np.isfinite(s):
+                    return L, False
+                L[i, i] = np.sqrt(s)
+            else:
+                L[i, j] = s / L[j, j]
+    return L, True
+
+
+@njit(cache=True, error_model="numpy")
+def _covariance(L, Sigma):
+    """``Sigma = L^{-T} L^{-1}`` into the leading block of ``Sigma``; returns ``log|H|``."""
+    k = L.shape[0]
+    Linv = np.zeros((k, k))
+    logdet = 0.0
+    for j in range(k):  # forward substitution on the identity, column by column
+        logdet += 2.0 * np.log(L[j, j])
+        Linv[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, k):
+            s = 0.0
+            for p in range(j, i):
+                s -= L[i, p] * Linv[p, j]
+            Linv[i, j] = s / L[i, i]
+    for i in range(k):
+        for j in range(i, k):
+            s = 0.0
+            for p in range(j, k):
+                s += Linv[p, i] * Linv[p, j]
+            Sigma[i, j] = s
+            Sigma[j, i] = s
+    return logdet
+
+
+@njit(cache=True, error_model="numpy")
+def _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, factors):
+    """Recompute ``Sigma, mu`` (and ``S, Q`` with ``factors``) from scratch.
+
+    Returns ``(ok, ED, log evidence)``; Tipping (2001), eqs. (12), (13) and
+    (15) through the Cholesky factor; ``S_m = beta - beta^2 g_m^T Sigma g_m``
+    and ``Q_m = beta (phi_m^T t - g_m^T mu)`` with ``g_m = Phi_A^T phi_m``
+    (Tipping & Faul 2003, eqs. 22-23).
+    """
+    N, M = Phi.shape
+    logdet = 0.0
+    L = np.empty((0, 0))
+    if k:
+        L, ok = _factor(GT, act, k, alpha, beta)
+        if not ok:
+            return False, 0.0, 0.0
+        logdet = _covariance(L, Sigma)
+        for i in range(k):
+            s = 0.0
+            for j in range(k):
+                s += Sigma[i, j] * proj[act[j]]
+            mu[i] = beta * s
+    ED = 0.0
+    for n in range(N):
+        r = t[n]
+        for j in range(k):
+            r -= Phi[n, act[j]] * (mu[j] / scale[act[j]])
+        ED += r * r
+    if factors:
+        if k:
+            # ||L^{-1} g_m||^2 rather than g_m^T Sigma g_m: the explicit
+            # covariance loses digits to the conditioning of H. Rows of
+            # B = L^{-1} Phi_A^T Phi by forward substitution, M at a time.
+            B = np.empty((k, M))
+            S[:] = 0.0
+            Q[:] = proj
+            for i in range(k):
+                Bi, Gi = B[i], GT[i]
+                Bi[:] = Gi
+                for p in range(i):
+                    lip, Bp = L[i, p], B[p]
+                    for m in range(M):
+                        Bi[m] -= lip * Bp[m]
+                inv, mi = 1.0 / L[i, i], mu[i]
+                for m in range(M):
+                    Bi[m] *= inv
+                    S[m] += Bi[m] * Bi[m]
+                    Q[m] -= mi * Gi[m]
+            for m in range(M):
+                S[m] = beta - beta * beta * S[m]
+                Q[m] *= beta
+        else:
+            S[:] = beta
+            Q[:] = beta * proj
+    logml = N * np.log(beta) - beta * ED - logdet - N * _LOG_2PI
+    for i in range(k):
+        logml += np.log(alpha[i]) - alpha[i] * mu[i] * mu[i]
+    return True, ED, 0.5 * logml
+
+
+@njit(cache=True, error_model="numpy")
+def _pin(act, k, alpha, Sigma, mu, S, Q):
+    """``S, Q`` of the basis functions in the model from ``Sigma, mu`` (see ``_Model.pin_active``)."""
+    for i in range(k):
+        S[act[i]] = alpha[i] - alpha[i] * alpha[i] * Sigma[i, i]
+        Q[act[i]] = alpha[i] * mu[i]
+
+
+@njit(cache=True, error_model="numpy")
+def _choose(S, Q, act, k, alpha, in_model, blocker, tol, top):
+    """:func:`rvm_ppl.evidence.choose_action`: ``(action, index, new alpha, gain, terminate, n_top)``.
+
+    ``top`` receives the best addable candidates, best first (the drift
+    check looks at them).
+    """
+    M = S.shape[0]
+    n_top = 0
+    top_gain = np.empty(top.size)
+    best_add, add_gain = -1, 0.0
+    for m in range(M):
+        if in_model[m] or blocker[m] >= 0 or not S[m] > 0:
+            continue
+        f = Q[m] * Q[m] - S[m]
+        if not f > _ZERO_FACTOR:
+            continue
+        quot = Q[m] * Q[m] / S[m]
+        g = 0.5 * (quot - 1.0 - np.log(quot))  # Tipping & Faul (2003), eq. (27), halved
+        if best_add < 0 or g > add_gain:
+            best_add, add_gain = m, g
+        # Insert into the short list of the best candidates (stable for ties).
+        pos = n_top
+        while pos > 0 and top_gain[pos - 1] < g:
+            pos -= 1
+        if pos < top.size:
+            last = min(n_top, top.size - 1)
+            for p in range(last, pos, -1):
+                top[p] = top[p - 1]
+                top_gain[p] = top_gain[p - 1]
+            top[pos] = m
+            top_gain[pos] = g
+            n_top = min(n_top + 1, top.size)
+
+    best, action, gain, new = -1, ADD, 0.0, np.inf
+    any_delete = False
+    del_k, del_gain = -1, 0.0
+    re_k, re_gain, re_new = -1, 0.0, np.inf
+    for i in range(k):
+        m = act[i]
+        Sa, Qa = S[m], Q[m]
+        denom = alpha[i] - Sa
+        sa, qa = alpha[i] * Sa / denom, alpha[i] * Qa / denom  # eqs. (23)-(24)
+        fa = qa * qa - sa
+        if fa > _ZERO_FACTOR:
+            na = max(sa * sa / fa, _TINY)  # eq. (20)
+            delta = 1.0 / na - 1.0 / alpha[i]
+            g = 0.5 * (delta * Qa * Qa / (Sa * delta + 1.0) - np.log1p(Sa * delta))  # eq. (32)
+            if re_k < 0 or g > re_gain:
+                re_k, re_gain, re_new = i, g, na
+        else:
+            g = -0.5 * (qa * qa / (sa + alpha[i]) - np.log1p(sa / alpha[i]))  # eq. (37)
+            if not any_delete or g > del_gain:
+                del_k, del_gain = i, g
+            any_delete = True
+    if any_delete:  # a pending deletion wins over everything (SparseBayes)
+        best, action, gain, new = act[del_k], DELETE, del_gain, np.inf
+    else:
+        if k:
+            best, action, gain, new = act[re_k], REESTIMATE, re_gain, re_new
+        if best_add >= 0 and (add_gain > gain or best < 0):
+            best, action, gain = best_add, ADD, add_gain
+            new = S[best_add] ** 2 / (Q[best_add] * Q[best_add] - S[best_add])
+    if best < 0:
+        best = 0
+    terminate = gain <= 0
+    if action == REESTIMATE and not any_delete and abs(np.log(new) - np.log(alpha[re_k])) < tol:
+        terminate = True
+    return action, best, new, gain, terminate, n_top
+
+
+@njit(cache=True, error_model="numpy")
+def _column(slot, Gc, n_cols, Phi, scale, j):
+    """The slot of ``Phi~^T phi~_j`` in ``Gc``, computing it on first use."""
+    if slot[j] < 0:
+        _cross(Phi, scale, j, Gc[n_cols[0]])
+        slot[j] = n_cols[0]
+        n_cols[0] += 1
+    return slot[j]
+
+
+@njit(cache=True, error_model="numpy")
+def _block(G, j, blocker, in_model):
+    """Block the candidates aligned with basis ``j`` (``rvm_ppl.evidence._block_aligned``)."""
+    n = 0
+    for m in range(G.shape[0]):
+        if G[m] > _ALIGNMENT_MAX and blocker[m] < 0 and not in_model[m]:
+            blocker[m] = j
+            n += 1
+    return n
+
+
+@njit(cache=True, error_model="numpy")
+def _unblock(GT, act, k, j, blocker):
+    """Release the candidates ``j`` blocked (``rvm_ppl.evidence._unblock``)."""
+    M = blocker.shape[0]
+    for m in range(M + 1):
+        f = j if m == M else m
+        if m < M and blocker[m] != j:
+            continue
+        blocker[f] = -1
+        if k == 0:
+            continue
+        bi, bv = 0, GT[0, f]
+        for i in range(1, k):
+            if GT[i, f] > bv:
+                bi, bv = i, GT[i, f]
+        if bv > _ALIGNMENT_MAX:
+            blocker[f] = act[bi]
+
+
+@njit(cache=True, error_model="numpy")
+def _drift(GT, act, k, alpha, beta, proj, S, Q, idx):
+    """Largest relative error of the updated ``S, Q`` at ``idx`` (``_Model.drift``); -1 if no factor."""
+    L, ok = _factor(GT, act, k, alpha, beta)
+    if not ok:
+        return -1.0
+    # mu = beta H^{-1} Phi_A^T t by two triangular solves.
+    z = np.empty(k)
+    for i in range(k):
+        s = proj[act[i]]
+        for p in range(i):
+            s -= L[i, p] * z[p]
+        z[i] = s / L[i, i]
+    mu = np.empty(k)
+    for i in range(k - 1, -1, -1):
+        s = z[i]
+        for p in range(i + 1, k):
+            s -= L[p, i] * mu[p]
+        mu[i] = s / L[i, i]
+    worst = 0.0
+    b = np.empty(k)
+    for m in idx:
+        sq, gm = 0.0, 0.0
+        for i in range(k):
+            s = GT[i, m]
+            for p in range(i):
+                s -= L[i, p] * b[p]
+            b[i] = s / L[i, i]
+            sq += b[i] * b[i]
+            gm += GT[i, m] * mu[i]
+        Se = beta - beta * beta * sq
+        Qe = beta * (proj[m] - beta * gm)
+        aS = max(abs(Se), _TINY)
+        worst = max(worst, abs(S[m] - Se) / aS, abs(Q[m] - Qe) / max(abs(Qe), np.sqrt(aS)))
+    return worst
+
+
+@njit(cache=True, error_model="numpy")
+def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignment_test, tol,
+           max_iter, start, warm_act, warm_alpha):
+    """One ascent of the fast sequential algorithm on the unit-norm columns ``Phi / scale``.
+
+    ``Phi`` is in C order; ``proj = Phi^T t / scale``.
+
+    Starts from basis ``start`` (closed-form ``alpha``) or, when
+    ``warm_act`` is not empty, from those basis functions with precisions
+    ``warm_alpha``. Returns ``(status, act, alpha, Sigma, mu, S, Q, beta,
+    log evidence, trace, n_iter, converged, blocker, counts)``.
+    """
+    N, M = Phi.shape
+    cap = M
+    act = np.empty(cap, dtype=np.int64)
+    alpha = np.empty(cap)
+    Sigma = np.empty((cap, cap))
+    Sig2 = np.empty((cap, cap))
+    mu = np.empty(cap)
+    mu2 = np.empty(cap)
+    GT = np.empty((cap, M))  # row i: Phi^T phi_a for the i-th basis function a in the model
+    Gc = np.empty((cap, M))  # row r: Phi^T phi_j for the j with slot[j] = r
+    slot = np.full(M, -1, dtype=np.int64)
+    n_cols = np.zeros(1, dtype=np.int64)
+    in_model = np.zeros(M, dtype=np.bool_)
+    blocker = np.full(M, -1, dtype=np.int64)
+    S = np.empty(M)
+    Q = np.empty(M)
+    counts = np.zeros(6, dtype=np.int64)
+    trace = np.empty(max_iter + 2)
+    top = np.empty(_DRIFT_SAMPLE, dtype=np.int64)
+    idx = np.empty(cap + 2 * _DRIFT_SAMPLE, dtype=np.int64)
+    np.random.seed(0)  # drift-check sample
+    failed = (FAILED, act[:0].copy(), alpha[:0].copy(), Sigma[:0, :0].copy(), mu[:0].copy(), S, Q,
+              beta, 0.0, trace[:0].copy(), 0, False, blocker, counts)
+
+    k = 0
+    if warm_act.size:
+        for i in range(warm_act.size):
+            j = warm_act[i]
+            r = _column(slot, Gc, n_cols, Phi, scale, j)
+            GT[i] = Gc[r]
+            act[i] = j
+            alpha[i] = warm_alpha[i]
+            in_model[j] = True
+        k = warm_act.size
+    else:
+        # Closed-form alpha of a single basis: p^2 / (q^2 - p).
+        p, q = beta, beta * proj[start]
+        alpha0 = p * p / (q * q - p) if q * q > p else _INIT_ALPHA_MAX
+        r = _column(slot, Gc, n_cols, Phi, scale, start)
+        GT[0] = Gc[r]
+        act[0] = start
+        alpha[0] = alpha0
+        in_model[start] = True
+        k = 1
+    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, True)
+    if not ok:
+        return failed
+    _pin(act, k, alpha, Sigma, mu, S, Q)
+
+    n_trace = 1
+    trace[0] = logml
+    if alignment_test:
+        for i in range(k):
+            counts[4] += _block(GT[i], act[i], blocker, in_model)
+    converged = False
+    noise_from = 0 if not noise_warmup else -1
+    it = 0
+    for it in range(1, max_iter + 1):
+        action, best, new, gain, terminate, n_top = _choose(S, Q, act, k, alpha, in_model, blocker,
+                                                             tol, top)
+        if fixed_beta:
+            update_noise = False
+        elif noise_from < 0:  # noise warm-up
+            update_noise = terminate or it >= _NOISE_WARMUP_MAX
+            if update_noise:
+                noise_from = it
+        else:
+            kk = it - noise_from
+            update_noise = terminate or kk <= _BETA_UPDATE_START or kk % _BETA_UPDATE_FREQUENCY == 0
+
+        if not terminate:
+            if action == ADD:
+                r = _column(slot, Gc, n_cols, Phi, scale, best)
+                Gi = Gc[r]
+                Sii = 1.0 / (new + S[best])
+                mu_i = Sii * Q[best]
+                e = np.empty(M)
+                if k:
+                    v = np.empty(k)
+                    for i in range(k):
+                        s = 0.0
+                        for j in range(k):
+                            s += Sigma[i, j] * Gi[act[j]]
+                        v[i] = beta * s
+                    e[:] = Gi
+                    for i in range(k):
+                        vi, Gr = v[i], GT[i]
+                        for m in range(M):
+                            e[m] -= vi * Gr[m]
+                    for m in range(M):
+                        e[m] *= beta
+                    for i in range(k):
+                        for j in range(k):
+                            Sigma[i, j] += Sii * v[i] * v[j]
+                        Sigma[i, k] = -Sii * v[i]
+                        Sigma[k, i] = -Sii * v[i]
+                        mu[i] -= mu_i * v[i]
+                else:
+                    for m in range(M):
+                        e[m] = beta * Gi[m]
+                Sigma[k, k] = Sii
+                mu[k] = mu_i
+                for m in range(M):
+                    S[m] -= Sii * e[m] * e[m]
+                    Q[m] -= mu_i * e[m]
+                alpha[k] = new
+                act[k] = best
+                GT[k] = Gi
+                in_model[best] = True
+                k += 1
+                _pin(act, k, alpha, Sigma, mu, S, Q)
+                counts[0] += 1
+                if alignment_test:
+                    counts[4] += _block(Gi, best, blocker, in_model)
+            else:
+                pos = 0
+                while act[pos] != best:
+                    pos += 1
+                Sj = Sigma[:k, pos].copy()
+                mu_j = mu[pos]
+                if action == REESTIMATE:
+                    kappa = 1.0 / (Sj[pos] + 1.0 / (new - alpha[pos]))
+                    c1, c2 = kappa, kappa * mu_j
+                else:
+                    c1, c2 = 1.0 / Sj[pos], mu_j / Sj[pos]
+                comm = np.zeros(M)
+                for i in range(k):
+                    si, Gr = Sj[i], GT[i]
+                    for m in range(M):
+                        comm[m] += si * Gr[m]
+                for m in range(M):
+                    cm = beta * comm[m]
+                    S[m] += c1 * cm * cm
+                    Q[m] += c2 * cm
+                for i in range(k):
+                    for j in range(k):
+                        Sigma[i, j] -= c1 * Sj[i] * Sj[j]
+                    mu[i] -= c2 * Sj[i]
+                if action == REESTIMATE:
+                    alpha[pos] = new
+                    counts[1] += 1
+                else:
+                    for i in range(pos, k - 1):  # close the gap in every array
+                        act[i] = act[i + 1]
+                        alpha[i] = alpha[i + 1]
+                        mu[i] = mu[i + 1]
+                        GT[i] = GT[i + 1]
+                    for i in range(k):
+                        for j in range(pos, k - 1):
+                            Sigma[i, j] = Sigma[i, j + 1]
+                    for i in range(pos, k - 1):
+                        for j in range(k - 1):
+                            Sigma[i, j] = Sigma[i + 1, j]
+                    k -= 1
+                    in_model[best] = False
+                    counts[2] += 1
+                    if alignment_test:
+                        _unblock(GT, act, k, best, blocker)
+                _pin(act, k, alpha, Sigma, mu, S, Q)
+            logml += gain
+
+        noise_moved = False
+        if update_noise:
+            # MacKay's update (Tipping 2001, eq. 18), accepted only if it raises
+            # the evidence, halving the step in log beta otherwise.
+            ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, False)
+            if not ok:
+                return failed
+            _pin(act, k, alpha, Sigma, mu, S, Q)
+            gsum = 0.0
+            for i in range(k):
+                gsum += 1.0 - alpha[i] * Sigma[i, i]
+            target = (N - gsum) / max(ED, _TINY)
+            target = min(max(target, _TINY), beta_max)
+            step = np.log(target) - np.log(beta)
+            for _ in range(20):
+                if abs(step) <= _MIN_DELTA_LOG_BETA:
+                    break
+                nb = beta * np.exp(step)
+                ok, ED2, value = _statistics(Phi, scale, t, proj, GT, act, k, alpha, nb, Sig2, mu2, S, Q,
+                                             False)
+                if not ok:
+                    return failed
+                if value >= logml:
+                    beta = nb
+                    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S,
+                                                Q, True)
+                    if not ok:
+                        return failed
+                    _pin(act, k, alpha, Sigma, mu, S, Q)
+                    noise_moved = True
+                    break
+                step /= 2
+            counts[3] += noise_moved
+        elif not terminate and k:
+            # Keep the rank-one updates honest: exact S, Q on the model, the
+            # best candidates to add and a random sample.
+            n_idx = 0
+            for i in range(k):
+                idx[n_idx] = act[i]
+                n_idx += 1
+            for i in range(n_top):
+                idx[n_idx] = top[i]
+                n_idx += 1
+            for _ in range(_DRIFT_SAMPLE):
+                idx[n_idx] = np.random.randint(0, M)
+                n_idx += 1
+            d = _drift(GT, act, k, alpha, beta, proj, S, Q, idx[:n_idx])
+            if d < 0:
+                return failed
+            if d > _DRIFT_TOL:
+                ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
+                                            True)
+                if not ok:
+                    return failed
+                _pin(act, k, alpha, Sigma, mu, S, Q)
+                counts[5] += 1
+
+        if not terminate or noise_moved:
+            trace[n_trace] = logml
+            n_trace += 1
+        if terminate and not noise_moved:
+            converged = True
+            break
+
+    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, True)
+    if not ok:
+        return failed
+    _pin(act, k, alpha, Sigma, mu, S, Q)
+    return (OK, act[:k].copy(), alpha[:k].copy(), Sigma[:k, :k].copy(), mu[:k].copy(), S, Q, beta,
+            logml, trace[:n_trace].copy(), it, converged, blocker, counts)
+
+
+def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, alignment_test,
+        tol, max_iter, start, warm_start, warn):
+    """One compiled ascent as an :class:`~rvm_ppl.evidence.EvidenceResult`, or None if it failed.
+
+    ``Phi`` is the design matrix (copied only if not in C order),
+    ``proj_unit = Phi^T t / scale``, ``warm_start`` is ``(active, alpha)`` in original column units or None.
+    """
+    if warm_start is not None and len(warm_start[0]):
+        act0 = np.asarray(warm_start[0], dtype=np.int64)
+        alpha0 = np.asarray(warm_start[1], dtype=float) / scale[act0] ** 2
+    else:
+        act0, alpha0 = np.empty(0, dtype=np.int64), np.empty(0)
+        if start is None:
+            start = int(np.argmax(np.abs(proj_unit)))
+    f64 = lambda a: np.ascontiguousarray(a, dtype=float)  # noqa: E731
+    (status, act, alpha, Sigma, mu, S, Q, beta, logml, trace, n_iter, converged, blocker,
+     counts) = ascent(f64(Phi), f64(scale), f64(t), f64(proj_unit), float(beta), float(beta_max),
+                      bool(fixed_beta), bool(noise_warmup), bool(alignment_test), float(tol),
+                      int(max_iter), int(start or 0), act0, alpha0)
+    if status != OK:
+        return None
+    if not converged and warn:
+        _ev.warn_not_converged(max_iter)
+    return _ev._state_result(
+        scale, act, alpha, mu, Sigma, S, Q, float(beta), float(logml), trace, int(n_iter),
+        bool(converged), aligned=np.flatnonzero(blocker >= 0),
+        counts=dict(zip(COUNT_KEYS, counts.tolist())),
+    )
