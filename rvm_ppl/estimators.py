@@ -93,7 +93,8 @@ class _RVMBase(BaseEstimator):
         elif np.any(np.asarray(gamma, dtype=float) < 0):
             raise ValueError(f"gamma must be non-negative; got {self.gamma!r}.")
         kernel = make_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0)
-        return None if kernel is None else clone(kernel, safe=False)
+        # Only the user's own Kernel instance needs a copy; a named kernel is new.
+        return clone(kernel, safe=False) if kernel is self.kernel and kernel is not None else kernel
 
     def _training_basis(self, X, kernel, lazy_ok):
         """Candidate basis on the training inputs, its labels and the number of extra columns."""
@@ -118,11 +119,11 @@ class _RVMBase(BaseEstimator):
             # low-rank factor is used at any N where it reproduces the kernel
             # (2-3x faster than the dense matrix at N = 1 000-2 000); blocked
             # exact columns only where the dense matrix would be too large.
-            _finite(kernel(X[:64], X), f"the kernel {kernel!r}")
+            _finite(kernel(X[:64], X), kernel)
             lazy = kernel_basis(kernel, X, bias=bias)
             if isinstance(lazy, LowRankKernelBasis) or X.shape[0] * (X.shape[0] + bias) > DENSE_LIMIT:
                 return lazy, labels, 0
-        K = _finite(kernel(X, X), f"the kernel {kernel!r}")
+        K = _finite(kernel(X, X), kernel)
         Phi = np.hstack([np.ones((X.shape[0], 1)), K]) if bias else K
         return DenseBasis(Phi), labels, 0
 
@@ -259,8 +260,14 @@ class _RVMBase(BaseEstimator):
 
 
 def _finite(Phi, what):
-    """``Phi`` if it is finite, else a ValueError that names where it came from."""
+    """``Phi`` if it is finite, else a ValueError that names where it came from.
+
+    ``what`` is a string, or a kernel (named as "the kernel <repr>" only when the check
+    fails: a scikit-learn ``repr`` costs a tenth of a millisecond).
+    """
     if not np.isfinite(Phi).all():
+        if not isinstance(what, str):
+            what = f"the kernel {what!r}"
         raise ValueError(f"The design matrix from {what} has NaN or infinite entries; "
                          "check the kernel and its parameters.")
     return Phi
