@@ -329,6 +329,122 @@ def _drift(GT, act, k, alpha, beta, proj, S, Q, idx):
 
 
 @njit(cache=True, error_model="numpy")
+def _add(Gi, i, new, act, k, alpha, Sigma, mu, GT, S, Q, beta):
+    """Add basis ``i`` with precision ``new`` (Tipping & Faul 2003, Appendix A.2)."""
+    M = S.shape[0]
+    Sii = 1.0 / (new + S[i])
+    mu_i = Sii * Q[i]
+    e = np.empty(M)
+    e[:] = Gi
+    if k:
+        v = np.empty(k)
+        for a in range(k):
+            s = 0.0
+            for b in range(k):
+                s += Sigma[a, b] * Gi[act[b]]
+            v[a] = beta * s
+        for a in range(k):
+            va, Gr = v[a], GT[a]
+            for m in range(M):
+                e[m] -= va * Gr[m]
+        for a in range(k):
+            for b in range(k):
+                Sigma[a, b] += Sii * v[a] * v[b]
+            Sigma[a, k] = -Sii * v[a]
+            Sigma[k, a] = -Sii * v[a]
+            mu[a] -= mu_i * v[a]
+    Sigma[k, k] = Sii
+    mu[k] = mu_i
+    for m in range(M):
+        em = beta * e[m]
+        S[m] -= Sii * em * em
+        Q[m] -= mu_i * em
+    alpha[k] = new
+    act[k] = i
+    GT[k] = Gi
+
+
+@njit(cache=True, error_model="numpy")
+def _change(j, new, delete, act, k, alpha, Sigma, mu, GT, S, Q, beta):
+    """Re-estimate basis ``j``'s precision as ``new``, or delete it (Appendix A.3-A.4).
+
+    Returns the new model size.
+    """
+    M = S.shape[0]
+    pos = 0
+    while act[pos] != j:
+        pos += 1
+    Sj = Sigma[:k, pos].copy()
+    mu_j = mu[pos]
+    if delete:
+        c1, c2 = 1.0 / Sj[pos], mu_j / Sj[pos]
+    else:
+        kappa = 1.0 / (Sj[pos] + 1.0 / (new - alpha[pos]))
+        c1, c2 = kappa, kappa * mu_j
+    comm = np.zeros(M)
+    for a in range(k):
+        sa, Gr = Sj[a], GT[a]
+        for m in range(M):
+            comm[m] += sa * Gr[m]
+    for m in range(M):
+        cm = beta * comm[m]
+        S[m] += c1 * cm * cm
+        Q[m] += c2 * cm
+    for a in range(k):
+        for b in range(k):
+            Sigma[a, b] -= c1 * Sj[a] * Sj[b]
+        mu[a] -= c2 * Sj[a]
+    if not delete:
+        alpha[pos] = new
+        return k
+    for a in range(pos, k - 1):  # close the gap in every array
+        act[a] = act[a + 1]
+        alpha[a] = alpha[a + 1]
+        mu[a] = mu[a + 1]
+        GT[a] = GT[a + 1]
+    for a in range(k):
+        for b in range(pos, k - 1):
+            Sigma[a, b] = Sigma[a, b + 1]
+    for a in range(pos, k - 1):
+        for b in range(k - 1):
+            Sigma[a, b] = Sigma[a + 1, b]
+    return k - 1
+
+
+@njit(cache=True, error_model="numpy")
+def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Sig2, mu2, S, Q):
+    """MacKay's noise update (Tipping 2001, eq. 18), accepted only if it raises the evidence.
+
+    The step in ``log beta`` is halved until it does (at most 20 times), as in
+    ``rvm_ppl.evidence._update_noise``. Returns ``(ok, moved, beta, log evidence)``.
+    """
+    N = t.shape[0]
+    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, False)
+    if not ok:
+        return False, False, beta, logml
+    _pin(act, k, alpha, Sigma, mu, S, Q)
+    gsum = 0.0
+    for a in range(k):
+        gsum += 1.0 - alpha[a] * Sigma[a, a]
+    target = min(max((N - gsum) / max(ED, _TINY), _TINY), beta_max)
+    step = np.log(target) - np.log(beta)
+    for _ in range(20):
+        if abs(step) <= _MIN_DELTA_LOG_BETA:
+            break
+        nb = beta * np.exp(step)
+        ok, _, value = _statistics(Phi, scale, t, proj, GT, act, k, alpha, nb, Sig2, mu2, S, Q, False)
+        if not ok:
+            return False, False, beta, logml
+        if value >= logml:
+            ok, _, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, nb, Sigma, mu, S, Q, True)
+            if ok:
+                _pin(act, k, alpha, Sigma, mu, S, Q)
+            return ok, True, nb, logml
+        step /= 2
+    return True, False, beta, logml
+
+
+@njit(cache=True, error_model="numpy")
 def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignment_test, tol,
            max_iter, start, warm_act, warm_alpha):
     """One ascent of the fast sequential algorithm on the unit-norm columns ``Phi / scale``.
@@ -413,126 +529,30 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
         if not terminate:
             if action == ADD:
                 r = _column(slot, Gc, n_cols, Phi, scale, best)
-                Gi = Gc[r]
-                Sii = 1.0 / (new + S[best])
-                mu_i = Sii * Q[best]
-                e = np.empty(M)
-                if k:
-                    v = np.empty(k)
-                    for i in range(k):
-                        s = 0.0
-                        for j in range(k):
-                            s += Sigma[i, j] * Gi[act[j]]
-                        v[i] = beta * s
-                    e[:] = Gi
-                    for i in range(k):
-                        vi, Gr = v[i], GT[i]
-                        for m in range(M):
-                            e[m] -= vi * Gr[m]
-                    for m in range(M):
-                        e[m] *= beta
-                    for i in range(k):
-                        for j in range(k):
-                            Sigma[i, j] += Sii * v[i] * v[j]
-                        Sigma[i, k] = -Sii * v[i]
-                        Sigma[k, i] = -Sii * v[i]
-                        mu[i] -= mu_i * v[i]
-                else:
-                    for m in range(M):
-                        e[m] = beta * Gi[m]
-                Sigma[k, k] = Sii
-                mu[k] = mu_i
-                for m in range(M):
-                    S[m] -= Sii * e[m] * e[m]
-                    Q[m] -= mu_i * e[m]
-                alpha[k] = new
-                act[k] = best
-                GT[k] = Gi
+                _add(Gc[r], best, new, act, k, alpha, Sigma, mu, GT, S, Q, beta)
                 in_model[best] = True
                 k += 1
-                _pin(act, k, alpha, Sigma, mu, S, Q)
                 counts[0] += 1
                 if alignment_test:
-                    counts[4] += _block(Gi, best, blocker, in_model)
+                    counts[4] += _block(Gc[r], best, blocker, in_model)
             else:
-                pos = 0
-                while act[pos] != best:
-                    pos += 1
-                Sj = Sigma[:k, pos].copy()
-                mu_j = mu[pos]
+                k = _change(best, new, action == DELETE, act, k, alpha, Sigma, mu, GT, S, Q, beta)
                 if action == REESTIMATE:
-                    kappa = 1.0 / (Sj[pos] + 1.0 / (new - alpha[pos]))
-                    c1, c2 = kappa, kappa * mu_j
-                else:
-                    c1, c2 = 1.0 / Sj[pos], mu_j / Sj[pos]
-                comm = np.zeros(M)
-                for i in range(k):
-                    si, Gr = Sj[i], GT[i]
-                    for m in range(M):
-                        comm[m] += si * Gr[m]
-                for m in range(M):
-                    cm = beta * comm[m]
-                    S[m] += c1 * cm * cm
-                    Q[m] += c2 * cm
-                for i in range(k):
-                    for j in range(k):
-                        Sigma[i, j] -= c1 * Sj[i] * Sj[j]
-                    mu[i] -= c2 * Sj[i]
-                if action == REESTIMATE:
-                    alpha[pos] = new
                     counts[1] += 1
                 else:
-                    for i in range(pos, k - 1):  # close the gap in every array
-                        act[i] = act[i + 1]
-                        alpha[i] = alpha[i + 1]
-                        mu[i] = mu[i + 1]
-                        GT[i] = GT[i + 1]
-                    for i in range(k):
-                        for j in range(pos, k - 1):
-                            Sigma[i, j] = Sigma[i, j + 1]
-                    for i in range(pos, k - 1):
-                        for j in range(k - 1):
-                            Sigma[i, j] = Sigma[i + 1, j]
-                    k -= 1
                     in_model[best] = False
                     counts[2] += 1
                     if alignment_test:
                         _unblock(GT, act, k, best, blocker)
-                _pin(act, k, alpha, Sigma, mu, S, Q)
+            _pin(act, k, alpha, Sigma, mu, S, Q)
             logml += gain
 
         noise_moved = False
         if update_noise:
-            # MacKay's update (Tipping 2001, eq. 18), accepted only if it raises
-            # the evidence, halving the step in log beta otherwise.
-            ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, False)
+            ok, noise_moved, beta, logml = _noise(Phi, scale, t, proj, GT, act, k, alpha, beta,
+                                                  beta_max, Sigma, mu, Sig2, mu2, S, Q)
             if not ok:
                 return failed
-            _pin(act, k, alpha, Sigma, mu, S, Q)
-            gsum = 0.0
-            for i in range(k):
-                gsum += 1.0 - alpha[i] * Sigma[i, i]
-            target = (N - gsum) / max(ED, _TINY)
-            target = min(max(target, _TINY), beta_max)
-            step = np.log(target) - np.log(beta)
-            for _ in range(20):
-                if abs(step) <= _MIN_DELTA_LOG_BETA:
-                    break
-                nb = beta * np.exp(step)
-                ok, ED2, value = _statistics(Phi, scale, t, proj, GT, act, k, alpha, nb, Sig2, mu2, S, Q,
-                                             False)
-                if not ok:
-                    return failed
-                if value >= logml:
-                    beta = nb
-                    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S,
-                                                Q, True)
-                    if not ok:
-                        return failed
-                    _pin(act, k, alpha, Sigma, mu, S, Q)
-                    noise_moved = True
-                    break
-                step /= 2
             counts[3] += noise_moved
         elif not terminate and k:
             # Keep the rank-one updates honest: exact S, Q on the model, the
