@@ -37,7 +37,7 @@ def _diagnostics(method, model):
         return (f"divergences {attrs['n_divergences']}, max r-hat {attrs['max_rhat']:.3f} "
                 f"(log alpha {attrs['max_rhat_log_alpha']:.3f}), "
                 f"min bulk ESS (log alpha) {attrs['min_ess_bulk_log_alpha']:.0f}, "
-                f"{attrs['ess_per_s']:.0f} ESS/s")
+                f"{attrs['ess_per_s']:.3g} ESS/s")
     if method == "advi":  # median over the last window: one iteration's ELBO is noisy
         return f"final ELBO {attrs['elbo']:.1f}"
     if method == "vb":
