@@ -23,7 +23,7 @@ from .diagnostics import (
 from .estimators import RVC, RVR
 from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
 from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
-from .sampling import fit_advi, fit_nuts
+from .sampling import fit_advi, fit_nuts, softplus_precisions
 
 try:
     __version__ = version("rvm_ppl")
@@ -42,6 +42,7 @@ __all__ = [
     "build_model",
     "fit_nuts",
     "fit_advi",
+    "softplus_precisions",
     "compare_to_reference",
     "compare_predictive",
     "pareto_khat",

@@ -553,3 +553,42 @@ def _scaled_asinh_class():
             return np.log(self.c) + v + pt.log1p(pt.exp(-2.0 * v)) - np.log(2.0)
 
     return ScaledAsinh
+
+
+@functools.cache
+def _softplus_rate_class():
+    """The ``SoftplusRate`` transform, defined on first use: importing this module needs no PyMC."""
+    import pytensor.tensor as pt
+    from pymc.logprob.transforms import Transform
+
+    class SoftplusRate(Transform):
+        """``alpha = softplus(v) / b``: the sampling scale of a ``Gamma(a, b)`` precision.
+
+        On PyMC's default scale ``u = log alpha`` the Gamma density is
+        ``exp(a u - b e^u)``: flat for ``alpha << 1/b`` and a wall beyond,
+        whose curvature ``b e^u`` grows e-fold per unit of ``u``. The
+        posterior of a pruned basis function's ``alpha`` is that prior (the
+        likelihood no longer depends on it), so NUTS spends its trajectories
+        against the wall with a step size the wall sets. On ``v`` the same
+        density is ``softplus(v)^(a - 1) e^(-softplus(v)) sigmoid(v)``: the
+        same flat region (``softplus(v) = e^v`` for ``v << 0``, so ``v = log
+        (b alpha)`` there) and an exponential tail ``e^(-v)`` whose curvature
+        stays below 1. The map is exact; only the sampler's coordinates change.
+        """
+
+        name = "softplus_rate"
+
+        def __init__(self, b):
+            self.b = np.asarray(b, dtype=float)
+
+        def forward(self, value, *inputs):
+            x = value * self.b
+            return x + pt.log1mexp(-x)  # log(expm1(x)), without overflow
+
+        def backward(self, value, *inputs):
+            return pt.softplus(value) / self.b
+
+        def log_jac_det(self, value, *inputs):
+            return -pt.softplus(-value) - np.log(self.b)  # log(sigmoid(v) / b)
+
+    return SoftplusRate

@@ -200,6 +200,73 @@ def _check_model(model):
     return spec
 
 
+def softplus_precisions(model):
+    """``model`` with its Gamma precisions sampled on the softplus scale.
+
+    Every free ``alpha`` and ``beta`` with a ``Gamma(a, b)`` prior of
+    constant rate and PyMC's default log transform is sampled as
+    ``alpha = softplus(v) / b`` instead. The posterior is the same; only
+    the sampler's coordinates change. On PyMC's scale ``u = log alpha`` the
+    Gamma density ``exp(a u - b e^u)`` is flat below ``1/b`` and a wall
+    above, whose curvature grows e-fold per unit of ``u``; the ``alpha`` of
+    a pruned basis function follows that prior, and NUTS then takes the
+    step size the wall allows. On ``v`` the flat part is the same
+    (``v = log(b alpha)`` for ``alpha << 1/b``) and the wall becomes a tail
+    ``e^(-v)`` of curvature below 1. On noisy sinc (N = 100, seeds 0-3,
+    2 chains) this halved the leapfrog steps per draw (31 to 15) and raised
+    the smallest bulk ESS of ``log alpha`` per second from 64-91 to 84-130
+    (``benchmarks/bench_bayes.py``).
+
+    :func:`fit_nuts` samples this model and returns results on the model it
+    was given. With PyMC's own tools: ``with softplus_precisions(model):
+    trace = pm.sample()``.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    pymc.Model
+        A new model, or ``model`` itself when no precision qualifies.
+    """
+    from pymc.logprob.transforms import LogTransform
+    from pymc.model.transform.conditioning import change_value_transforms
+
+    from .model import _softplus_rate_class
+
+    transforms = {}
+    for name in ("alpha", "beta"):
+        rv = model.named_vars.get(name)
+        if rv is None or rv not in model.free_RVs:
+            continue
+        rate = _constant_gamma_rate(rv)
+        if rate is not None and type(model.rvs_to_transforms.get(rv)) is LogTransform:
+            transforms[name] = _softplus_rate_class()(rate)
+    return change_value_transforms(model, transforms) if transforms else model
+
+
+def _constant_gamma_rate(rv):
+    """The rate of a Gamma random variable, if it is a constant (else None)."""
+    from pytensor.graph.basic import Constant
+
+    try:
+        from pytensor.graph.traversal import graph_inputs
+    except ImportError:  # pytensor < 2.32
+        from pytensor.graph.basic import graph_inputs
+    from pytensor.tensor.random.basic import GammaRV
+
+    if not isinstance(rv.owner.op, GammaRV):
+        return None
+    scale = rv.owner.inputs[-1]  # PyTensor's Gamma takes (shape, scale)
+    if not all(isinstance(v, Constant) for v in graph_inputs([scale])):
+        return None
+    rate = 1.0 / np.asarray(scale.eval(), dtype=float)
+    if rate.size and np.all(rate == rate.flat[0]):
+        return float(rate.flat[0])
+    return np.broadcast_to(rate, tuple(rv.shape.eval())).copy()
+
+
 def _check_sampler(nuts_sampler):
     """Validate ``nuts_sampler`` and check that its package is installed."""
     if nuts_sampler not in _SAMPLER_MODULES:
@@ -589,7 +656,7 @@ def nuts_result(
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()
-    with blas_limit(blas_threads), model, _quiet_compilation():
+    with blas_limit(blas_threads), softplus_precisions(model), _quiet_compilation():
         trace = pm.sample(**kwargs)
     wall = time.perf_counter() - t0
 

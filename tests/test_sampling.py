@@ -21,6 +21,7 @@ from rvm_ppl.sampling import (
     NUTS_SAMPLERS,
     SamplingWarning,
     _warn_diagnostics,
+    softplus_precisions,
 )
 from rvm_ppl.sampling import fit_advi as _fit_advi
 from rvm_ppl.sampling import fit_nuts as _fit_nuts
@@ -147,6 +148,88 @@ def test_nuts_with_fixed_hyperparameters_matches_exact_posterior(parameterizatio
     np.testing.assert_allclose(sd, np.sqrt(np.diag(Sigma)), rtol=0.15)
     np.testing.assert_allclose(idata.posterior["alpha"].values[0, 0], alpha)
     np.testing.assert_allclose(idata.posterior["beta"].values, beta)
+
+
+def test_softplus_precisions_changes_the_scale_not_the_density():
+    """log p(v) = log p(u = log alpha(v)) + log|d alpha / d v| - log|d alpha / d u|."""
+    _, y, _, Phi, basis = _sinc_problem(20, seed=5, n_centres=5)
+    model = build_model(Phi, y, basis=basis)
+    soft = softplus_precisions(model)
+    assert {soft.rvs_to_values[rv].name for rv in soft.free_RVs} == {
+        "alpha_softplus_rate__", "beta_softplus_rate__", "w_std"}
+    b = d = 1e-6  # DEFAULT_PRIORS
+    v = np.linspace(-40.0, 30.0, Phi.shape[1])  # from alpha = 4e-12 to 3e7, past the wall at 1/b
+    v_beta = 2.0
+    alpha, beta = np.logaddexp(0.0, v) / b, np.logaddexp(0.0, v_beta) / d
+    z = np.linspace(-1.0, 1.0, Phi.shape[1])
+    got = soft.compile_logp()({"alpha_softplus_rate__": v, "beta_softplus_rate__": v_beta,
+                               "w_std": z})
+    on_log = model.compile_logp()({"alpha_log__": np.log(alpha), "beta_log__": np.log(beta),
+                                   "w_std": z})
+    jacobians = (np.sum(-np.logaddexp(0.0, -v) - np.log(b) - np.log(alpha))
+                 - np.logaddexp(0.0, -v_beta) - np.log(d) - np.log(beta))
+    assert got == pytest.approx(on_log + jacobians, rel=1e-12)
+    # forward inverts backward across the range, far past the wall included
+    transform = soft.rvs_to_transforms[soft["alpha"]]
+    far = np.linspace(-40.0, 800.0, 50)
+    np.testing.assert_allclose(transform.forward(transform.backward(far)).eval(), far,
+                               rtol=1e-12, atol=1e-12)
+    # a user's own transform, or a non-Gamma precision, is left alone
+    assert softplus_precisions(build_model(Phi, y, basis=basis, alpha=1.0, beta=10.0)) is not None
+    fixed = softplus_precisions(build_model(Phi, y, basis=basis, beta=10.0))
+    assert {fixed.rvs_to_values[rv].name for rv in fixed.free_RVs} == {
+        "alpha_softplus_rate__", "w_std"}
+
+
+def _log_alpha_posterior_on_grid(Phi, y, beta, priors, u):
+    """log p(log alpha_1, log alpha_2 | y) on the grid ``u`` x ``u``, beta fixed (M = 2).
+
+    Brute force in the N x N form: ``y ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)``
+    (Tipping 2001, eq. 15) and the Gamma prior on the log scale.
+    """
+    a, b = priors["a"], priors["b"]
+    u1, u2 = np.meshgrid(u, u, indexing="ij")
+    inv_alpha = np.exp(-np.stack([u1.ravel(), u2.ravel()], axis=1))  # (G, 2)
+    C = np.eye(len(y)) / beta + np.einsum("nm,gm,km->gnk", Phi, inv_alpha, Phi)
+    _, logdet = np.linalg.slogdet(C)
+    quad = np.einsum("n,gn->g", y, np.linalg.solve(C, np.broadcast_to(y, (len(C), len(y)))[..., None])[..., 0])
+    loglike = -0.5 * (logdet + quad)
+    log_prior = a * (u1 + u2) - b * (np.exp(u1) + np.exp(u2))
+    return loglike.reshape(u1.shape) + log_prior
+
+
+def _cdf(density, u):
+    """The CDF at the grid points of a density on the grid ``u`` (trapezoid rule)."""
+    cells = 0.5 * (density[1:] + density[:-1]) * np.diff(u)
+    cdf = np.concatenate([[0.0], np.cumsum(cells)])
+    return cdf / cdf[-1]
+
+
+@pytest.mark.slow
+def test_nuts_log_alpha_matches_brute_force_for_a_relevant_and_a_pruned_basis():
+    """The posterior NUTS samples (on the softplus scale) is the exact one.
+
+    Basis 1 carries the signal; basis 2 is noise, so its alpha follows the
+    prior up to the wall at 1/b (the case the softplus scale is for).
+    """
+    rng = np.random.default_rng(4)
+    N, beta = 15, 25.0
+    Phi = rng.normal(size=(N, 2))
+    y = 0.8 * Phi[:, 0] + rng.normal(scale=beta**-0.5, size=N)
+    priors = {"a": 1e-6, "b": 1e-6}
+    u = np.linspace(-25.0, 20.0, 451)
+    logp = _log_alpha_posterior_on_grid(Phi, y, beta, priors, u)
+    p = np.exp(logp - logp.max())
+    idata = fit_nuts(Phi, y, beta=beta, draws=1000, tune=1000, chains=4, random_state=2)
+    log_alpha = np.log(idata.posterior["alpha"].values)  # (chain, draw, 2)
+    for m, marginal in enumerate((p.sum(axis=1), p.sum(axis=0))):
+        cdf = _cdf(marginal, u)
+        for q in (0.1, 0.5, 0.9):
+            cut = np.interp(q, cdf, u)
+            below = (log_alpha[..., m] <= cut).astype(float)
+            se = np.sqrt(q * (1 - q) / az.ess(below))
+            assert abs(below.mean() - q) < 4 * se, (m, q, below.mean(), se)
+    assert idata.attrs["n_divergences"] == 0
 
 
 def test_nuts_marginal_layout_and_exact_conditional_draws(tiny):
