@@ -212,10 +212,10 @@ def softplus_precisions(model):
     a pruned basis function follows that prior, and NUTS then takes the
     step size the wall allows. On ``v`` the flat part is the same
     (``v = log(b alpha)`` for ``alpha << 1/b``) and the wall becomes a tail
-    ``e^(-v)`` of curvature below 1. On noisy sinc (N = 100, seeds 0-3,
-    2 chains) this halved the leapfrog steps per draw (31 to 15) and raised
-    the smallest bulk ESS of ``log alpha`` per second from 64-91 to 84-130
-    (``benchmarks/bench_bayes.py``).
+    ``e^(-v)`` of curvature below 1. On noisy sinc (N = 100, seeds 0-9,
+    4 chains) this halved the leapfrog steps per draw (31 to 15) and raised
+    the smallest bulk ESS of ``log alpha`` per second of sampling from 77-91
+    to 113-160 (``benchmarks/bench_bayes.py --part nuts``).
 
     :func:`fit_nuts` samples this model and returns results on the model it
     was given. With PyMC's own tools: ``with softplus_precisions(model):
