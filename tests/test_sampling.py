@@ -192,7 +192,8 @@ def _log_alpha_posterior_on_grid(Phi, y, beta, priors, u):
     inv_alpha = np.exp(-np.stack([u1.ravel(), u2.ravel()], axis=1))  # (G, 2)
     C = np.eye(len(y)) / beta + np.einsum("nm,gm,km->gnk", Phi, inv_alpha, Phi)
     _, logdet = np.linalg.slogdet(C)
-    quad = np.einsum("n,gn->g", y, np.linalg.solve(C, np.broadcast_to(y, (len(C), len(y)))[..., None])[..., 0])
+    solved = np.linalg.solve(C, np.broadcast_to(y[:, None], (len(C), len(y), 1)))[..., 0]
+    quad = solved @ y
     loglike = -0.5 * (logdet + quad)
     log_prior = a * (u1 + u2) - b * (np.exp(u1) + np.exp(u2))
     return loglike.reshape(u1.shape) + log_prior
