@@ -261,10 +261,8 @@ def _constant_gamma_rate(rv):
     scale = rv.owner.inputs[-1]  # PyTensor's Gamma takes (shape, scale)
     if not all(isinstance(v, Constant) for v in graph_inputs([scale])):
         return None
-    rate = 1.0 / np.asarray(scale.eval(), dtype=float)
-    if rate.size and np.all(rate == rate.flat[0]):
-        return float(rate.flat[0])
-    return np.broadcast_to(rate, tuple(rv.shape.eval())).copy()
+    rate = 1.0 / np.asarray(scale.eval(), dtype=float)  # broadcasts against rv
+    return float(rate.flat[0]) if np.all(rate == rate.flat[0]) else rate
 
 
 def _check_sampler(nuts_sampler):

@@ -174,8 +174,11 @@ def test_softplus_precisions_changes_the_scale_not_the_density():
     far = np.linspace(-40.0, 800.0, 50)
     np.testing.assert_allclose(transform.forward(transform.backward(far)).eval(), far,
                                rtol=1e-12, atol=1e-12)
-    # a user's own transform, or a non-Gamma precision, is left alone
-    assert softplus_precisions(build_model(Phi, y, basis=basis, alpha=1.0, beta=10.0)) is not None
+    # a transform other than PyMC's log (here: the softplus scale itself) is left alone,
+    # and a model with no free precision comes back as it is
+    assert softplus_precisions(soft) is soft
+    centred = build_model(Phi, y, basis=basis, parameterization="centered", alpha=1.0, beta=10.0)
+    assert softplus_precisions(centred) is centred
     fixed = softplus_precisions(build_model(Phi, y, basis=basis, beta=10.0))
     assert {fixed.rvs_to_values[rv].name for rv in fixed.free_RVs} == {
         "alpha_softplus_rate__", "w_std"}
