@@ -9,7 +9,8 @@ eq. 15), in two exact forms:
     :mod:`rvm_ppl._trtri`), ``(2/3) M^3`` flops per logp + gradient.
 :func:`lowrank_marginal_loglike`
     for a design matrix of low rank, ``Phi = Q V`` with ``Q`` (N x k)
-    orthonormal: one k x k Cholesky factor, ``O(k^2 M)`` per logp + gradient.
+    orthonormal: one QR factor of an ``(M + k) x k`` matrix, ``O(k^2 M)`` per
+    logp + gradient, exact also where many ``alpha_m`` are tiny.
 
 :func:`low_rank_factor` finds ``Q`` and ``V`` (a column-pivoted Gram-Schmidt
 stopped at a relative tolerance) and :func:`use_low_rank` states when the
@@ -28,9 +29,9 @@ LOW_RANK_TOL = 1e-12
 _RECOMPUTE = 1e-6
 # lowrank_conditional_moments: rows of W A^{-1/2} gathered per matrix product.
 _MOMENT_BLOCK_ROWS = 2048
-# The low-rank form is used when its flop count, 3 k^2 M + 4 N k, is at most
-# this fraction of the dense form's, (2/3) M^3 (Cholesky and triangular inverse).
-LOW_RANK_MAX_COST = 0.5
+# The low-rank form is used when its flop count, 4 k^2 (M + k) + 4 N k, is at
+# most this fraction of the dense form's, (2/3) M^3 (Cholesky and triangular inverse).
+LOW_RANK_MAX_COST = 1.0
 
 
 def low_rank_factor(Phi, *, tol=LOW_RANK_TOL, max_rank=None):
@@ -112,16 +113,16 @@ def _checked_low_rank(Phi, Q, tol, scale2):
 def use_low_rank(N, M, k):
     """Whether the low-rank form of rank ``k`` pays for an N x M design matrix.
 
-    Flop counts per logp + gradient: ``3 k^2 M + 4 N k`` (the k x M products
-    and triangular solve, the projections of the targets) against
-    ``(2/3) M^3`` (the M x M Cholesky factor and triangular inverse); the
-    low-rank form is used when its count is at most
-    :data:`LOW_RANK_MAX_COST` of the dense one: for ``N ~ M``, ``k`` up to
-    about ``M / 3``. At the boundary the two forms' op counts are alike;
-    measured (``benchmarks/bench_bayes.py --part gradient``), rank 29 of
-    ``M = 101`` already takes a third of the dense time.
+    Flop counts per logp + gradient: ``4 k^2 (M + k) + 4 N k`` (the
+    Householder QR factor of the ``(M + k) x k`` matrix and its orthonormal
+    factor, the projections of the targets) against ``(2/3) M^3`` (the
+    M x M Cholesky factor and triangular inverse); the low-rank form is used
+    when its count is at most :data:`LOW_RANK_MAX_COST` times the dense one:
+    for ``N ~ M``, ``k`` up to about ``M / 2.5``. Measured
+    (``benchmarks/bench_bayes.py --part gradient``, noisy sinc, rank 29):
+    0.055 against 0.121 ms at ``M = 101``, 0.37 against 38 ms at ``M = 1001``.
     """
-    return 3.0 * k * k * M + 4.0 * N * k <= LOW_RANK_MAX_COST * (2.0 / 3.0) * M**3
+    return 4.0 * k * k * (M + k) + 4.0 * N * k <= LOW_RANK_MAX_COST * (2.0 / 3.0) * M**3
 
 
 def _gradient_op(value_and_gradient, inputs, n_data):
@@ -255,9 +256,21 @@ def lowrank_marginal_loglike():
         d/d beta    = ((N - sum_m gamma_m) / beta - ||g||^2 - ||t_perp||^2) / 2
         d/d t       = -C^{-1} t = -beta (Q g + t_perp)
 
-    (``||t - Phi mu||^2 = ||g||^2 + ||t_perp||^2``). One Cholesky factor of
-    the k x k matrix ``P``, whose eigenvalues are at least 1, serves value
-    and gradient: ``O(k^2 M + k^3 + N k)`` per evaluation.
+    (``||t - Phi mu||^2 = ||g||^2 + ||t_perp||^2``).
+
+    ``P`` is never formed: ``P = G^T G`` for ``G = [I_k; B^T]``, and the
+    Householder QR factor ``G = [U_1; U_2] R`` gives ``log|P| = 2 sum_j
+    log|R_jj|``, ``gamma_m = ||(U_2)_m||^2`` (``U_2 = B^T R^{-1}``, a sum of
+    squares) and ``b_m^T g = (U_2 y)_m`` with ``y = R^{-T} s``. Where some
+    ``alpha_m`` is tiny, ``B`` has huge columns; forming ``B B^T`` would
+    square them and lose ``I_k`` next to them (at ``beta ||v_m||^2 /
+    alpha_m`` about ``1e16``), and ``H = beta Phi^T Phi + A`` of the M x M
+    form is then as ill-conditioned as ``1 / alpha_m``. The QR factor loses
+    nothing until ``||b_m||`` itself reaches about ``1e16``: on noisy sinc,
+    N = 500, with 100 ``alpha`` of neighbouring columns near ``e^{-30}``,
+    the gradient in ``log alpha`` agrees with a 50-digit computation to
+    ``1e-11``, where the M x M form has no Cholesky factor
+    (``tests/test_marginal.py``). ``O(k^2 (M + k) + N k)`` per evaluation.
 
     Returns
     -------
@@ -274,15 +287,15 @@ def lowrank_marginal_loglike():
         s = Q.T @ t
         t_perp = t - Q @ s
         B = pt.sqrt(beta) * V / pt.sqrt(alpha)[None, :]
-        L = pt.linalg.cholesky(pt.eye(k) + B @ B.T, lower=True)
-        y = solve_triangular(L, s, lower=True)
-        g = solve_triangular(L.T, y, lower=False)  # P^{-1} s
-        W = solve_triangular(L, B, lower=True)
-        gamma = pt.sum(W**2, axis=0)  # 1 - alpha_m Sigma_mm
+        U, R = pt.linalg.qr(pt.concatenate([pt.eye(k), B.T], axis=0), mode="economic")
+        U2 = U[k:]  # B^T R^{-1}
+        y = solve_triangular(R.T, s, lower=True)  # R^{-T} s
+        g = solve_triangular(R, y, lower=False)  # P^{-1} s
+        gamma = pt.sum(U2**2, axis=1)  # 1 - alpha_m Sigma_mm
         perp2 = t_perp @ t_perp
         logp = -0.5 * (N * np.log(2 * np.pi) - N * pt.log(beta)
-                       + 2.0 * pt.sum(pt.log(pt.diagonal(L))) + beta * (y @ y + perp2))
-        d_alpha = 0.5 * (gamma - beta * (g @ B) ** 2) / alpha
+                       + 2.0 * pt.sum(pt.log(pt.abs(pt.diagonal(R)))) + beta * (y @ y + perp2))
+        d_alpha = 0.5 * (gamma - beta * (U2 @ y) ** 2) / alpha
         d_beta = 0.5 * ((N - pt.sum(gamma)) / beta - g @ g - perp2)
         d_t = -beta * (Q @ g + t_perp)
         return [logp, d_t, d_alpha, d_beta]
@@ -297,12 +310,6 @@ def lowrank_marginal_loglike():
     return marginal
 
 
-def _inv_sqrt_factor(lam):
-    """``((1 + lam)^{-1/2} - 1) / lam``, without cancellation and finite at ``lam = 0``."""
-    r = np.sqrt(1.0 + lam)
-    return -1.0 / (r * (1.0 + r))
-
-
 def lowrank_conditional_weights(alpha, beta, V, s, z):
     """``w = mu + R z``, ``R R^T = Sigma``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
 
@@ -313,79 +320,60 @@ def lowrank_conditional_weights(alpha, beta, V, s, z):
         Sigma = A^{-1/2} (I_M + B^T B)^{-1} A^{-1/2}
         mu    = beta^{1/2} A^{-1/2} B^T P^{-1} s
 
-    and ``R = A^{-1/2} (I_M + B^T B)^{-1/2}``, applied through the
-    eigendecomposition ``B B^T = U diag(lam) U^T`` (k x k):
-    ``(I_M + B^T B)^{-1/2} = I_M + B^T U diag(c) U^T B``,
-    ``c = ((1 + lam)^{-1/2} - 1) / lam``. ``O(k^2 M + k^3)``, PyTensor.
+    and ``R = A^{-1/2} (I_M + B^T B)^{-1/2}``, both through the thin singular
+    value decomposition ``B = U diag(d) W^T`` (k x M), which never squares
+    ``B`` (see :func:`lowrank_marginal_loglike` on tiny ``alpha``):
+    ``B^T P^{-1} s = W diag(d / (1 + d^2)) U^T s`` and ``(I_M + B^T B)^{-1/2}
+    = I_M + W diag(c) W^T``, ``c = (1 + d^2)^{-1/2} - 1``.
+    ``O(k^2 M)``, PyTensor.
     """
     import pytensor.tensor as pt
 
-    k = V.shape[0]
     a_isqrt = 1.0 / pt.sqrt(alpha)
     B = pt.sqrt(beta) * V * a_isqrt[None, :]
-    BBt = B @ B.T
-    L = pt.linalg.cholesky(pt.eye(k) + BBt, lower=True)
-    g = pt.linalg.cho_solve((L, True), s)  # P^{-1} s
-    lam, U = pt.linalg.eigh(BBt)
-    c = -1.0 / (pt.sqrt(1.0 + lam) * (1.0 + pt.sqrt(1.0 + lam)))
-    root_z = z + B.T @ (U @ (c * (U.T @ (B @ z))))
-    return a_isqrt * (pt.sqrt(beta) * (B.T @ g) + root_z)
+    U, d, Wt = pt.linalg.svd(B, full_matrices=False)
+    mean_part = Wt.T @ (d / (1.0 + d**2) * (U.T @ s))
+    root_z = z + Wt.T @ ((1.0 / pt.sqrt(1.0 + d**2) - 1.0) * (Wt @ z))
+    return a_isqrt * (pt.sqrt(beta) * mean_part + root_z)
 
 
-def lowrank_conditional_moments(V, s, alpha, beta, z=None, *, fallback=None):
+def lowrank_conditional_moments(V, s, alpha, beta, z=None):
     """:func:`rvm_ppl.sampling._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
 
     Returns ``E[mu]``, ``E[Sigma] + Cov[mu]`` and ``E[gamma]`` over the draws
     of ``(alpha, beta)`` (Tipping 2001, eqs. 12, 13, 17), and given standard
-    normal ``z`` the draws of :func:`lowrank_conditional_weights` (else None).
-    ``Sigma = A^{-1} - (W A^{-1/2})^T (W A^{-1/2})`` with ``W = L^{-1} B``,
-    ``L L^T = P``; ``gamma_m = ||W e_m||^2``.
-
-    A draw with some ``alpha_m`` so small (about ``1e-12`` of
-    ``beta ||phi_m||^2``) that ``I_k`` is lost next to ``B B^T`` and ``P``
-    has no Cholesky factor goes to ``fallback(alpha, beta, z) -> (mu, Sigma,
-    w)`` if given (the M x M form, with jitter), else raises
-    ``numpy.linalg.LinAlgError``.
+    normal ``z`` the draws of :func:`lowrank_conditional_weights` (else None),
+    through the same thin singular value decomposition ``B = beta^{1/2} V
+    A^{-1/2} = U diag(d) W^T``: with ``X = diag(d (1 + d^2)^{-1/2}) W^T``,
+    ``Sigma = A^{-1} - (X A^{-1/2})^T (X A^{-1/2})`` and ``gamma_m = ||X
+    e_m||^2``. No draw fails: the decomposition exists for every finite
+    ``B``, however small some ``alpha_m`` (see
+    :func:`lowrank_marginal_loglike`).
     """
-    from scipy import linalg
-
     M = alpha.shape[-1]
-    k = V.shape[0]
     flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
     n = len(flat_a)
     flat_z = None if z is None else z.reshape(-1, M)
     w = None if z is None else np.empty_like(flat_z)
     mus, gamma_sum, inv_a_sum = np.empty((n, M)), np.zeros(M), np.zeros(M)
     second = np.zeros((M, M))  # sum of the draws' Sigma, less their A^{-1} (inv_a_sum)
-    block = []  # rows W A^{-1/2} of a few draws: one matrix product per block
+    block = []  # rows X A^{-1/2} of a few draws: one matrix product per block
+    rows = 0
     for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
         a_isqrt = 1.0 / np.sqrt(a)
-        B = np.sqrt(b) * V * a_isqrt
-        BBt = B @ B.T
-        try:
-            L = linalg.cholesky(np.eye(k) + BBt, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            if fallback is None:
-                raise
-            mus[i], Sigma, w_i = fallback(a, b, None if w is None else flat_z[i])
-            second += Sigma
-            gamma_sum += 1.0 - a * np.diag(Sigma)
-            if w is not None:
-                w[i] = w_i
-            continue
-        W = linalg.solve_triangular(L, B, lower=True, check_finite=False)
-        g = linalg.cho_solve((L, True), s, check_finite=False)
-        mus[i] = np.sqrt(b) * a_isqrt * (B.T @ g)
+        U, d, Wt = np.linalg.svd(np.sqrt(b) * V * a_isqrt, full_matrices=False)
+        X = (d / np.sqrt(1.0 + d**2))[:, None] * Wt
+        mus[i] = np.sqrt(b) * a_isqrt * (Wt.T @ (d / (1.0 + d**2) * (U.T @ s)))
         inv_a_sum += 1.0 / a
-        gamma_sum += np.einsum("ij,ij->j", W, W)
-        block.append(W * a_isqrt)
-        if len(block) * k >= _MOMENT_BLOCK_ROWS:
+        gamma_sum += np.einsum("ij,ij->j", X, X)
+        block.append(X * a_isqrt)
+        rows += len(X)
+        if rows >= _MOMENT_BLOCK_ROWS:
             second -= _gram(block)
-            block = []
+            block, rows = [], 0
         if w is not None:
-            lam, U = np.linalg.eigh(BBt)
             zi = flat_z[i]
-            w[i] = mus[i] + a_isqrt * (zi + B.T @ (U @ (_inv_sqrt_factor(lam) * (U.T @ (B @ zi)))))
+            w[i] = mus[i] + a_isqrt * (zi + Wt.T @ ((1.0 / np.sqrt(1.0 + d**2) - 1.0) * (Wt @ zi)))
     if block:
         second -= _gram(block)
     mean = mus.mean(axis=0)

@@ -156,7 +156,7 @@ def build_model(
     beta=None,
     shared_alpha=False,
     classes=None,
-    low_rank=False,
+    low_rank=None,
 ):
     """Declare the RVM as a PyMC model.
 
@@ -216,26 +216,25 @@ def build_model(
     classes : list, optional
         ``"categorical"`` only: labels of the classes (coordinate
         ``class``); default ``0, ..., K - 1``.
-    low_rank : bool, optional
+    low_rank : bool or None, optional
         Marginal regression only: evaluate the likelihood through an exact
         factor ``Phi = Q V``, ``Q`` (N x k) orthonormal
         (:func:`rvm_ppl._marginal.lowrank_marginal_loglike`; data
         ``"lowrank_Q"``, ``"lowrank_V"`` and ``"lowrank_s" = Q^T y``), at
         ``O(k^2 M)`` per gradient instead of ``O(M^3)``; ``w`` is then drawn
-        through the same k x k factor
+        through the singular values of the same factor
         (:func:`rvm_ppl._marginal.lowrank_conditional_weights`).
-        ``False`` (default): never; ``None``: whenever ``Phi`` has such a
-        factor, to a residual of ``1e-12`` of its largest column norm, and
-        its rank passes the flop rule of
-        :func:`rvm_ppl._marginal.use_low_rank` (``k`` up to about
-        ``M / 3``); ``True``: whenever the factor exists (ValueError
-        otherwise). The model's density is the same either way; the
-        weights drawn from the same ``w_std`` differ (each is an exact draw
-        of ``w | alpha, beta, t``). Not the default: where some ``alpha_m``
-        is tiny the ``k x k`` matrix ``I + beta V A^{-1} V^T`` loses its
-        Cholesky factor in floating point and NUTS counts a divergence
-        (noisy sinc, N = 100: 18-37 of 4000 draws against none with the
-        ``M x M`` form), although a gradient costs 3-4 times less there.
+        ``None`` (default): whenever ``Phi`` has such a factor, to a residual
+        of ``1e-12`` of its largest column norm, and its rank passes the flop
+        rule of :func:`rvm_ppl._marginal.use_low_rank`; ``True``: whenever
+        the factor exists (ValueError otherwise); ``False``: never. The
+        model's density is the same either way; the weights drawn from the
+        same ``w_std`` differ (each is an exact draw of ``w | alpha, beta,
+        t``). Beyond speed, the low-rank form stays exact where the posterior
+        puts many ``alpha_m`` of near-collinear columns near zero at once
+        (a smooth kernel on many points), where ``beta Phi^T Phi + A`` of
+        the M x M form is too ill-conditioned for its gradient and NUTS
+        diverges (noisy sinc from N = 500).
 
     Returns
     -------

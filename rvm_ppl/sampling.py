@@ -505,11 +505,8 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
     if gaussian and "PhiT_Phi" in model.named_vars:
         z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
         if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
-            dense = functools.partial(_conditional_draw, _data(model, "PhiT_Phi"),
-                                      _data(model, "PhiT_y"))
             mean, cov, gamma, w_z = lowrank_conditional_moments(
-                _data(model, "lowrank_V"), _data(model, "lowrank_s"), alpha_d, beta_d, z,
-                fallback=dense)
+                _data(model, "lowrank_V"), _data(model, "lowrank_s"), alpha_d, beta_d, z)
         else:
             mean, cov, gamma, w_z = _conditional_moments(
                 _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)

@@ -72,7 +72,7 @@ def test_low_rank_factor_gives_up_and_checks_its_input():
 def test_use_low_rank_rule():
     assert use_low_rank(1000, 1001, 30)
     assert use_low_rank(100, 101, 29)
-    assert not use_low_rank(100, 101, 60)  # 3 k^2 M > M^3 / 3
+    assert not use_low_rank(100, 101, 60)  # 4 k^2 (M + k) > 2 M^3 / 3
     assert not use_low_rank(40, 30, 30)  # full rank never pays
     ks = [k for k in range(1, 102) if use_low_rank(100, 101, k)]
     assert ks == list(range(1, len(ks) + 1))  # monotone in k
@@ -136,7 +136,8 @@ def test_build_model_low_rank_choices_and_errors(sinc_design):
     full = rng.normal(size=(30, 20))
     y = rng.normal(size=30)
     assert "lowrank_Q" not in build_model(full, y, low_rank=None).named_vars  # rank 20 of 20 does not pay
-    assert "lowrank_Q" not in build_model(Phi, t).named_vars  # the M x M form by default
+    assert "lowrank_Q" in build_model(Phi, t).named_vars  # automatic by default: rank 29 pays
+    assert "lowrank_Q" not in build_model(Phi, t, low_rank=False).named_vars
     assert "lowrank_Q" in build_model(full, y, low_rank=True).named_vars  # exact all the same
     with pytest.raises(ValueError, match="no low-rank factor"):
         build_model(np.zeros((30, 20)), y, low_rank=True)
@@ -221,23 +222,77 @@ def test_lowrank_weights_have_the_exact_conditional_law(sinc_design):
                                    atol=1e-10 * np.abs(w).max())
 
 
-def test_lowrank_moments_fall_back_where_p_has_no_factor(sinc_design):
-    from rvm_ppl._marginal import lowrank_conditional_moments
-    from rvm_ppl.sampling import _conditional_draw, _conditional_moments
+def _lowrank_40_digits(V, s, alpha, beta):
+    """``gamma_m = b_m^T P^{-1} b_m`` and ``b_m^T P^{-1} s`` in 40-digit arithmetic.
+
+    The quantities of :func:`lowrank_marginal_loglike` (Tipping 2001,
+    Appendix A, in the low-rank form): ``P = I + B B^T`` formed and
+    factorised exactly (mpmath), so the reference loses nothing to tiny
+    ``alpha``.
+    """
+    mp = pytest.importorskip("mpmath")
+    with mp.workdps(40):
+        k, M = V.shape
+        B = mp.matrix(k, M)
+        for m in range(M):
+            f = mp.sqrt(mp.mpf(beta) / mp.mpf(alpha[m]))
+            for j in range(k):
+                B[j, m] = mp.mpf(V[j, m]) * f
+        P = B * B.T + mp.eye(k)
+        L = mp.cholesky(P)
+        g = mp.cholesky_solve(P, mp.matrix([mp.mpf(v) for v in s]))
+        gamma, bg = np.empty(M), np.empty(M)
+        for m in range(M):
+            w = []  # L^{-1} b_m by forward substitution
+            for i in range(k):
+                w.append((B[i, m] - mp.fsum(L[i, j] * w[j] for j in range(i))) / L[i, i])
+            gamma[m] = float(mp.fsum(v**2 for v in w))
+            bg[m] = float(mp.fsum(B[j, m] * g[j] for j in range(k)))
+    return gamma, bg
+
+
+def _tiny_alphas(M, seed):
+    """40 neighbouring (near-collinear) columns with alpha ~ e^-30, the rest in [1, e^10]."""
+    rng = np.random.default_rng(seed)
+    alpha = np.exp(rng.uniform(0.0, 10.0, M))
+    alpha[40:80] = np.exp(-30.0 + rng.uniform(-1.0, 1.0, 40))
+    return alpha
+
+
+def test_lowrank_gradient_stays_exact_where_many_alphas_are_tiny(sinc_design):
+    """The posterior's tail reaches alpha ~ e^-30 for many near-collinear columns at once: there
+    H = beta Phi^T Phi + A has no Cholesky factor and I + B B^T loses I in float64; the QR form
+    must still give the gradient in log alpha to 1e-9."""
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    alpha, beta = _tiny_alphas(Phi.shape[1], 9), 100.0
+    f = _value_and_grad(lowrank_marginal_loglike(), Q, V)
+    logp, _, g_alpha, _ = f(t, alpha, beta)
+    gamma, bg = _lowrank_40_digits(V, Q.T @ t, alpha, beta)
+    np.testing.assert_allclose(alpha * g_alpha, (gamma - beta * bg**2) / 2, rtol=0, atol=1e-9)
+    assert np.isfinite(logp)
+    with pytest.raises(np.linalg.LinAlgError):  # why the M x M form is not used here
+        np.linalg.cholesky(beta * Phi.T @ Phi + np.diag(alpha))
+
+
+def test_lowrank_moments_stay_exact_where_many_alphas_are_tiny(sinc_design):
+    """mu, gamma and the draws of w at the same point, against 40 digits (eqs. 13, 17)."""
+    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_conditional_weights
 
     Phi, t = sinc_design
     Q, V = low_rank_factor(Phi)
     M = Phi.shape[1]
-    rng = np.random.default_rng(8)
-    alpha = np.exp(rng.normal(0.0, 1.0, (3, M)))
-    alpha[1, :40] = 1e-40  # I_k is lost next to B B^T: no Cholesky factor of P
-    beta, z = np.array([5.0, 5.0, 8.0]), rng.normal(size=(3, M))
-    PtP, Pty = Phi.T @ Phi, Phi.T @ t
-    with pytest.raises(np.linalg.LinAlgError):
-        lowrank_conditional_moments(V, Q.T @ t, alpha, beta, z)
-    got = lowrank_conditional_moments(V, Q.T @ t, alpha, beta, z,
-                                      fallback=lambda a, b, zi: _conditional_draw(PtP, Pty, a, b, zi))
-    ref = _conditional_moments(PtP, Pty, alpha, beta, z)
-    np.testing.assert_allclose(got[3][1], ref[3][1])  # the M x M draw itself
-    for g, r in zip(got[:3], ref[:3]):
-        np.testing.assert_allclose(g, r, rtol=1e-6, atol=1e-8 * np.abs(r).max())
+    alpha, beta = _tiny_alphas(M, 10), 100.0
+    gamma_ref, bg = _lowrank_40_digits(V, Q.T @ t, alpha, beta)
+    mu_ref = np.sqrt(beta / alpha) * bg  # eq. (13) through the Woodbury identity
+    z = np.random.default_rng(11).normal(size=(1, M))
+    mean, _, gamma, w = lowrank_conditional_moments(V, Q.T @ t, alpha[None], np.array([beta]), z)
+    np.testing.assert_allclose(gamma, gamma_ref, rtol=0, atol=1e-9)
+    # mu_m carries alpha_m^{-1/2} ~ e^15: judge it against the posterior sd of w_m (eq. 12).
+    sd = np.sqrt((1.0 - gamma_ref) / alpha)
+    assert np.all(np.abs(mean - mu_ref) <= 1e-6 * sd)
+    av, bv, zv = pt.vector("alpha"), pt.scalar("beta"), pt.vector("z")
+    f = pytensor.function([av, bv, zv], lowrank_conditional_weights(av, bv, V, Q.T @ t, zv),
+                          mode=MODE)
+    np.testing.assert_allclose(f(alpha, beta, z[0]), w[0], rtol=1e-9,
+                               atol=1e-9 * np.abs(w).max())
