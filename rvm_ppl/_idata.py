@@ -100,13 +100,12 @@ def _draw_posterior(result, chains, draws, rng):
     return out
 
 
-def _pointwise(likelihood, Phi, y, w, beta, rng):
-    """Pointwise log-likelihood and one replicate of ``y`` per draw.
+def _pointwise(likelihood, f, y, beta, rng):
+    """Pointwise log-likelihood and one replicate of ``y`` per draw of the latent ``f = Phi w``.
 
     Gaussian: ``log N(t_n | phi_n^T w, 1/beta)`` (Tipping 2001, eq. 4);
     Bernoulli: ``t_n log sigma(f_n) + (1 - t_n) log sigma(-f_n)`` (eq. 23).
     """
-    f = w @ Phi.T  # (chain, draw, obs)
     if likelihood == "gaussian":
         b = beta[..., None]
         loglik = 0.5 * (np.log(b) - np.log(2 * np.pi) - b * (y - f) ** 2)
@@ -187,8 +186,8 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     degenerate = result.beta is not None and not np.isfinite(result.beta)  # constant targets
     if Phi is not None and result.likelihood in ("gaussian", "bernoulli") and not degenerate:
         if n_points <= POINTWISE_MAX:
-            loglik, rep = _pointwise(result.likelihood, np.asarray(Phi), y, post_draws["w"],
-                                     post_draws.get("beta"), rng)
+            f = result.latent_draws(Phi, post_draws["w"])  # (chain, draw, obs)
+            loglik, rep = _pointwise(result.likelihood, f, y, post_draws.get("beta"), rng)
             pdims = ("chain", "draw", "obs")
             pcoords = {"chain": coords["chain"], "draw": coords["draw"], "obs": obs}
             groups["log_likelihood"] = xr.Dataset({"y": (pdims, loglik)}, coords=pcoords)

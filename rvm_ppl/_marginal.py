@@ -341,29 +341,42 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
     """:func:`rvm_ppl.sampling._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
 
     Returns ``E[mu]``, ``E[Sigma] + Cov[mu]`` and ``E[gamma]`` over the draws
-    of ``(alpha, beta)`` (Tipping 2001, eqs. 12, 13, 17), and given standard
-    normal ``z`` the draws of :func:`lowrank_conditional_weights` (else None),
-    through the same thin singular value decomposition ``B = beta^{1/2} V
+    of ``(alpha, beta)`` (Tipping 2001, eqs. 12, 13, 17), given standard
+    normal ``z`` the draws of :func:`lowrank_conditional_weights` (else
+    None), and the same for ``g = V w`` (:func:`lowrank_latent`), all
+    through the thin singular value decomposition ``B = beta^{1/2} V
     A^{-1/2} = U diag(d) W^T``: with ``X = diag(d (1 + d^2)^{-1/2}) W^T``,
     ``Sigma = A^{-1} - (X A^{-1/2})^T (X A^{-1/2})`` and ``gamma_m = ||X
     e_m||^2``. No draw fails: the decomposition exists for every finite
     ``B``, however small some ``alpha_m`` (see
     :func:`lowrank_marginal_loglike`).
+
+    Returns
+    -------
+    mean, cov, gamma, w, latent
+        ``latent = (E[g], Cov[g], draws of g or None)``.
     """
     M = alpha.shape[-1]
+    k = V.shape[0]
     flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
     n = len(flat_a)
     flat_z = None if z is None else z.reshape(-1, M)
     w = None if z is None else np.empty_like(flat_z)
+    g = None if z is None else np.empty((n, k))
     mus, gamma_sum, inv_a_sum = np.empty((n, M)), np.zeros(M), np.zeros(M)
+    g_means, g_cov = np.empty((n, k)), np.zeros((k, k))
     second = np.zeros((M, M))  # sum of the draws' Sigma, less their A^{-1} (inv_a_sum)
     block = []  # rows X A^{-1/2} of a few draws: one matrix product per block
     rows = 0
     for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
         a_isqrt = 1.0 / np.sqrt(a)
         U, d, Wt = np.linalg.svd(np.sqrt(b) * V * a_isqrt, full_matrices=False)
-        X = (d / np.sqrt(1.0 + d**2))[:, None] * Wt
-        mus[i] = np.sqrt(b) * a_isqrt * (Wt.T @ (d / (1.0 + d**2) * (U.T @ s)))
+        h = d**2 / (1.0 + d**2)
+        X = np.sqrt(h)[:, None] * Wt
+        us = U.T @ s
+        mus[i] = np.sqrt(b) * a_isqrt * (Wt.T @ (d / (1.0 + d**2) * us))
+        g_means[i] = U @ (h * us)
+        g_cov += (U * h) @ U.T / b
         inv_a_sum += 1.0 / a
         gamma_sum += np.einsum("ij,ij->j", X, X)
         block.append(X * a_isqrt)
@@ -373,14 +386,37 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
             block, rows = [], 0
         if w is not None:
             zi = flat_z[i]
-            w[i] = mus[i] + a_isqrt * (zi + Wt.T @ ((1.0 / np.sqrt(1.0 + d**2) - 1.0) * (Wt @ zi)))
+            wz = Wt @ zi
+            w[i] = mus[i] + a_isqrt * (zi + Wt.T @ ((1.0 / np.sqrt(1.0 + d**2) - 1.0) * wz))
+            g[i] = g_means[i] + U @ (np.sqrt(h) * wz) / np.sqrt(b)
     if block:
         second -= _gram(block)
     mean = mus.mean(axis=0)
     second += mus.T @ mus
     second[np.diag_indices(M)] += inv_a_sum
+    g_mean = g_means.mean(axis=0)
+    g_cov = (g_cov + g_means.T @ g_means) / n - np.outer(g_mean, g_mean)
+    latent = (g_mean, g_cov, None if g is None else g.reshape(*z.shape[:-1], k))
     return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
-            None if w is None else w.reshape(z.shape))
+            None if w is None else w.reshape(z.shape), latent)
+
+
+def lowrank_latent(V, Phi):
+    """``C`` with ``Phi ~= C V``: rows of a design matrix in the coordinates ``g = V w``.
+
+    A model built on ``Phi_train = Q V`` sees the weights only through ``g =
+    V w`` (its likelihood depends on ``Q g``), so its latent function at
+    inputs with design rows ``Phi`` is ``f = C g`` with ``C = Phi V^+``
+    (least squares through the singular values of ``V``; on the training
+    rows ``C = Q``). The part of each row outside the row space of ``V``,
+    below ``1e-12`` of the largest column norm inside the training data's
+    range (:func:`low_rank_factor`), is dropped, as the likelihood drops it
+    for the training rows. Unlike ``Phi w``, ``C g`` does not cancel the
+    huge weights that tiny ``alpha_m`` allow (``|w_m|`` up to ``1e18`` on
+    noisy sinc at N = 1000): every draw of ``g`` is bounded by the data.
+    """
+    U, sv, Wt = np.linalg.svd(V, full_matrices=False)
+    return ((np.asarray(Phi) @ Wt.T) / sv) @ U.T
 
 
 def _gram(blocks):

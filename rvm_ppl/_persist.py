@@ -106,6 +106,11 @@ def _with_state(est):
             data[f"w_draws_{k}"] = ((f"sample{k}", s), r.w_draws)
         if r.outside_var is not None:
             data[f"outside_var_{k}"] = ((m,), r.outside_var)
+        if r.latent is not None:  # the low-rank fit's g = V w (predictions go through it)
+            g = f"g{k}"
+            data[f"latent_V_{k}"] = ((g, s), r.latent["V"])
+            data[f"latent_mean_{k}"] = ((g,), r.latent["mean"])
+            data[f"latent_cov_{k}"] = ((g, f"{g}_col"), r.latent["cov"])
         attrs[f"result_{k}"] = json.dumps({
             "method": r.method, "likelihood": r.likelihood, "basis": list(r.basis),
             "beta": r.beta, "noise_var": r.noise_var,
@@ -131,7 +136,11 @@ def _restore_result(state, k):
         w = np.asarray(state[f"w_draws_{k}"].values)
         draws = {"w": w[None]}
     outside = state.get(f"outside_var_{k}")
-    return FitResult(method=meta["method"], likelihood=meta["likelihood"],
+    latent = None
+    if f"latent_V_{k}" in state:
+        latent = {name: np.asarray(state[f"latent_{name}_{k}"].values)
+                  for name in ("V", "mean", "cov")}
+    return FitResult(latent=latent, method=meta["method"], likelihood=meta["likelihood"],
                      basis=tuple(meta["basis"]), beta=meta["beta"], noise_var=meta["noise_var"],
                      stats=meta["stats"], draws=draws,
                      outside_var=None if outside is None else np.asarray(outside.values), **arrays)

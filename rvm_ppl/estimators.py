@@ -653,12 +653,10 @@ class RVR(RegressorMixin, _RVMBase):
             mean, std = rvm_star_predict(self, X)
             return (mean, std) if return_std else mean
         post = self.result_
-        Phi = self._design(X, post.support)
-        mean = Phi @ post.mean
+        mean, var = post.latent_moments(self._design(X, post.support))
         if not return_std:
             return mean
-        var = post.noise_var + np.einsum("ij,jk,ik->i", Phi, post.cov, Phi)
-        return mean, np.sqrt(var + self._outside_var(post, X))
+        return mean, np.sqrt(post.noise_var + var + self._outside_var(post, X))
 
 
 class RVC(ClassifierMixin, _RVMBase):

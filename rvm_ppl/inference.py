@@ -103,6 +103,14 @@ class FitResult:
         mass: a pruned vb fit keeps an independent ``N(0, v_m)`` factor for
         every basis function it leaves out (0 on ``support``). It adds
         ``sum_m phi_m(x)^2 v_m`` to the predictive variance of the latent.
+    latent : dict or None
+        The marginal regression in its low-rank form (``build_model``'s
+        ``Phi = Q V``): ``V`` (k x len(support)), ``mean`` and ``cov`` of
+        ``g = V w`` (``E[g]``, ``E[Cov(g | alpha, beta)] + Cov[E(g | alpha,
+        beta)]``) and ``draws`` of ``g`` (chain, draw, k). Predictions go
+        through ``f = C g``, ``C = Phi V^+``
+        (:func:`rvm_ppl._marginal.lowrank_latent`), which stays exact where
+        the draws of ``w`` are too large for ``Phi w`` in float64.
     """
 
     method: str
@@ -123,6 +131,31 @@ class FitResult:
     beta_gamma: tuple | None = None
     sample_stats: Any = None
     outside_var: np.ndarray | None = None
+    latent: dict | None = None
+
+    def latent_moments(self, Phi):
+        """Mean and variance of the latent ``f = Phi w`` at design rows ``Phi`` (on ``support``).
+
+        Tipping (2001) eqs. (21)-(22) without the noise: ``Phi E[w]`` and
+        ``diag(Phi Cov[w] Phi^T)``, or through ``g = V w`` for a low-rank fit
+        (:attr:`latent`).
+        """
+        Phi = np.asarray(Phi, dtype=float)
+        if self.latent is not None:
+            from ._marginal import lowrank_latent
+
+            C = lowrank_latent(self.latent["V"], Phi)
+            return C @ self.latent["mean"], np.einsum("ij,jk,ik->i", C, self.latent["cov"], C)
+        return Phi @ self.mean, np.einsum("ij,jk,ik->i", Phi, self.cov, Phi)
+
+    def latent_draws(self, Phi, w):
+        """Draws of ``f = Phi w`` (shape ``w.shape[:-1] + (len(Phi),)``), through ``g`` if low-rank."""
+        if self.latent is not None and self.latent.get("draws") is not None \
+                and self.latent["draws"].shape[:-1] == w.shape[:-1]:
+            from ._marginal import lowrank_latent
+
+            return self.latent["draws"] @ lowrank_latent(self.latent["V"], Phi).T
+        return w @ np.asarray(Phi).T
 
     @property
     def w_draws(self):

@@ -502,11 +502,19 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
     if gaussian:
         beta_d = (np.asarray(post["beta"].values, dtype=float) if "beta" in post
                   else np.full((n_chain, n_draw), spec.beta))
+    latent = None
     if gaussian and "PhiT_Phi" in model.named_vars:
         z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
         if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
-            mean, cov, gamma, w_z = lowrank_conditional_moments(
-                _data(model, "lowrank_V"), _data(model, "lowrank_s"), alpha_d, beta_d, z)
+            # From w_std also where w was traced (ADVI): the same w up to rounding, and the
+            # draws of g = V w computed stably beside them.
+            V = _data(model, "lowrank_V")
+            z = np.asarray(post["w_std"].values, dtype=float) if "w_std" in post else z
+            mean, cov, gamma, w_z, (g_mean, g_cov, g) = lowrank_conditional_moments(
+                V, _data(model, "lowrank_s"), alpha_d, beta_d, z)
+            if z is not None:
+                w = w_z
+            latent = {"V": V, "mean": g_mean, "cov": g_cov, "draws": g}
         else:
             mean, cov, gamma, w_z = _conditional_moments(
                 _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
@@ -534,6 +542,7 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
         fit=fit or {},
         draws=draws,
         sample_stats=sample_stats,
+        latent=latent,
     )
 
 

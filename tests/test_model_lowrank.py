@@ -206,7 +206,7 @@ def test_lowrank_weights_have_the_exact_conditional_law(sinc_design):
     mu = beta * Sigma @ Phi.T @ t  # eq. (13)
     # z = e_1, ..., e_M for one (alpha, beta): the draws are mu + R e_m.
     a, b = np.tile(alpha, (M, 1)), np.full(M, beta)
-    mean, cov, gamma, w = lowrank_conditional_moments(V, Q.T @ t, a, b, np.eye(M))
+    mean, cov, gamma, w, _ = lowrank_conditional_moments(V, Q.T @ t, a, b, np.eye(M))
     R = (w - mu).T
     scale = np.abs(Sigma).max()
     np.testing.assert_allclose(R @ R.T, Sigma, atol=1e-8 * scale)
@@ -286,7 +286,7 @@ def test_lowrank_moments_stay_exact_where_many_alphas_are_tiny(sinc_design):
     gamma_ref, bg = _lowrank_40_digits(V, Q.T @ t, alpha, beta)
     mu_ref = np.sqrt(beta / alpha) * bg  # eq. (13) through the Woodbury identity
     z = np.random.default_rng(11).normal(size=(1, M))
-    mean, _, gamma, w = lowrank_conditional_moments(V, Q.T @ t, alpha[None], np.array([beta]), z)
+    mean, _, gamma, w, _ = lowrank_conditional_moments(V, Q.T @ t, alpha[None], np.array([beta]), z)
     np.testing.assert_allclose(gamma, gamma_ref, rtol=0, atol=1e-9)
     # mu_m carries alpha_m^{-1/2} ~ e^15: judge it against the posterior sd of w_m (eq. 12).
     sd = np.sqrt((1.0 - gamma_ref) / alpha)
@@ -296,3 +296,91 @@ def test_lowrank_moments_stay_exact_where_many_alphas_are_tiny(sinc_design):
                           mode=MODE)
     np.testing.assert_allclose(f(alpha, beta, z[0]), w[0], rtol=1e-9,
                                atol=1e-9 * np.abs(w).max())
+
+
+def test_latent_g_matches_the_weights_and_the_dense_moments(sinc_design):
+    """g = V w: its draws are V times the draws of w, Q g is Phi w, and the predictive moments
+    through g equal those of the weights (Tipping 2001, eqs. 21-22) at ordinary alphas."""
+    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_latent
+    from rvm_ppl.inference import FitResult
+
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    M = Phi.shape[1]
+    rng = np.random.default_rng(12)
+    alpha = np.exp(rng.normal(0.0, 2.0, (2, 3, M)))
+    beta = np.exp(rng.normal(2.0, 0.3, (2, 3)))
+    z = rng.normal(size=(2, 3, M))
+    mean, cov, gamma, w, (g_mean, g_cov, g) = lowrank_conditional_moments(V, Q.T @ t, alpha,
+                                                                          beta, z)
+    np.testing.assert_allclose(g, w @ V.T, rtol=1e-8, atol=1e-8 * np.abs(g).max())
+    # On the training rows C g is Q g = Phi w (C itself differs from Q only along directions of
+    # g that V barely sees, by |Phi - Q V| / s_min(V)).
+    np.testing.assert_allclose(g @ lowrank_latent(V, Phi).T, w @ Phi.T, rtol=1e-7, atol=1e-9)
+    X, _ = make_sinc(120, grid=False, random_state=0)
+    rows = design_matrix(np.linspace(-9.0, 9.0, 7)[:, None], X, RBF(gamma=1 / 9))
+    result = FitResult(method="nuts", likelihood="gaussian", basis=tuple(map(str, range(M))),
+                       support=np.arange(M), mean=mean, cov=cov, alpha=alpha[0, 0], beta=1.0,
+                       noise_var=1.0, gamma=gamma, relevant=gamma > 0.5,
+                       latent={"V": V, "mean": g_mean, "cov": g_cov, "draws": g})
+    f_mean, f_var = result.latent_moments(rows)
+    np.testing.assert_allclose(f_mean, rows @ mean, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(f_var, np.einsum("ij,jk,ik->i", rows, cov, rows), rtol=1e-6)
+    np.testing.assert_allclose(result.latent_draws(rows, w), w @ rows.T, rtol=1e-7, atol=1e-9)
+
+
+def test_latent_g_stays_exact_where_many_alphas_are_tiny(sinc_design):
+    """E[g | alpha, beta] = s - P^{-1} s and Cov[g | alpha, beta] = (I - P^{-1}) / beta against
+    40 digits at alpha ~ e^-30, where the moments of w lose every digit of Phi Cov[w] Phi^T."""
+    from rvm_ppl._marginal import lowrank_conditional_moments
+
+    mp = pytest.importorskip("mpmath")
+    Phi, t = sinc_design
+    Q, V = low_rank_factor(Phi)
+    M, k = Phi.shape[1], V.shape[0]
+    alpha, beta = _tiny_alphas(M, 13), 100.0
+    s = Q.T @ t
+    _, cov, _, _, (g_mean, g_cov, _) = lowrank_conditional_moments(V, s, alpha[None],
+                                                                   np.array([beta]))
+    with mp.workdps(40):
+        B = mp.matrix([[mp.mpf(V[j, m]) * mp.sqrt(mp.mpf(beta) / mp.mpf(alpha[m]))
+                        for m in range(M)] for j in range(k)])
+        P_inv = (mp.eye(k) + B * B.T) ** -1
+        sv = mp.matrix([mp.mpf(v) for v in s])
+        mean_ref = np.array([float(x) for x in (sv - P_inv * sv)])
+        cov_ref = np.array([[float((mp.eye(k)[i, j] - P_inv[i, j]) / beta) for j in range(k)]
+                            for i in range(k)])
+    np.testing.assert_allclose(g_mean, mean_ref, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(g_cov, cov_ref, rtol=0, atol=1e-12)
+    f_var_g = np.einsum("ij,jk,ik->i", Q, g_cov, Q)
+    assert np.all(f_var_g > 0) and f_var_g.max() <= 1.0 / beta
+    f_var_w = np.einsum("ij,jk,ik->i", Phi, cov, Phi)  # the same variance through Cov[w]
+    assert np.abs(f_var_w - f_var_g).max() > 1.0 / beta  # ... lost to rounding
+
+
+def test_low_rank_fit_predicts_through_g_and_round_trips(tmp_path):
+    """An advi fit of RVR on noisy sinc takes the low-rank form; predictions go through g = V w
+    and survive netCDF and pickle exactly."""
+    import pickle
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    from rvm_ppl import RVR
+
+    X, y = make_sinc(100, grid=False, random_state=3)
+    m = RVR(gamma=1 / 9, draws=50, max_iter=3000, random_state=0, progressbar=False)
+    with pytest.warns(ConvergenceWarning):  # a short run is enough here
+        m.fit(X, y, method="advi")
+    latent = m.result_.latent
+    assert latent is not None and latent["V"].shape[1] == 101 and latent["V"].shape[0] < 40
+    assert latent["draws"].shape == (1, 50, latent["V"].shape[0])  # for the pointwise log-lik
+    Xt = np.linspace(-9.5, 9.5, 40)[:, None]
+    mean, std = m.predict(Xt, return_std=True)
+    Phi = m._design(Xt, m.result_.support)
+    np.testing.assert_allclose(mean, Phi @ m.result_.mean, rtol=1e-6, atol=1e-8)
+    np.testing.assert_allclose(std**2, m.result_.noise_var
+                               + np.einsum("ij,jk,ik->i", Phi, m.result_.cov, Phi), rtol=1e-6)
+    path = tmp_path / "m.nc"
+    m.to_netcdf(path)
+    for loaded in (RVR.from_netcdf(path), pickle.loads(pickle.dumps(m))):
+        np.testing.assert_array_equal(loaded.predict(Xt, return_std=True), (mean, std))
