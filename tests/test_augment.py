@@ -205,3 +205,19 @@ def test_nlpd_score_as_sklearn_scorer(rng):
     assert nlpd_score(gp, X, y) == pytest.approx(-negative_log_predictive_density(y, mean, std))
     scores = cross_val_score(RVR(gamma=1.0), X, y, cv=3, scoring=nlpd_score)
     assert scores.shape == (3,) and np.all(np.isfinite(scores))
+
+
+def test_rvm_star_refuses_a_covariance_beyond_float64(sinc_fit):
+    """A sampled fit whose alpha draws reach e^-80 (noisy sinc, N = 1000) has a weight
+    covariance whose quadratic forms are rounding noise; RVM* must say so, not return NaN."""
+    import copy
+    import dataclasses
+
+    m, X, _ = sinc_fit
+    broken = copy.deepcopy(m)
+    n = len(broken.result_.support)
+    broken.result_ = dataclasses.replace(broken.result_, cov=-1e17 * np.eye(n))
+    with pytest.raises(ValueError, match="beyond float64"):
+        broken.predict(X[:3], return_std=True, augment=True)
+    np.testing.assert_array_equal(m.predict(X[:3], augment=True),  # the fit itself untouched
+                                  rvm_star_predict(m, X[:3])[0])
