@@ -270,7 +270,7 @@ def lowrank_marginal_loglike():
     N = 500, with 100 ``alpha`` of neighbouring columns near ``e^{-30}``,
     the gradient in ``log alpha`` agrees with a 50-digit computation to
     ``1e-11``, where the M x M form has no Cholesky factor
-    (``tests/test_marginal.py``). ``O(k^2 (M + k) + N k)`` per evaluation.
+    (``tests/test_model_lowrank.py``). ``O(k^2 (M + k) + N k)`` per evaluation.
 
     Returns
     -------
@@ -367,7 +367,6 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
     g_means, g_cov = np.empty((n, k)), np.zeros((k, k))
     second = np.zeros((M, M))  # sum of the draws' Sigma, less their A^{-1} (inv_a_sum)
     block = []  # rows X A^{-1/2} of a few draws: one matrix product per block
-    rows = 0
     for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
         a_isqrt = 1.0 / np.sqrt(a)
         U, d, Wt = np.linalg.svd(np.sqrt(b) * V * a_isqrt, full_matrices=False)
@@ -380,10 +379,9 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
         inv_a_sum += 1.0 / a
         gamma_sum += np.einsum("ij,ij->j", X, X)
         block.append(X * a_isqrt)
-        rows += len(X)
-        if rows >= _MOMENT_BLOCK_ROWS:
+        if len(block) * k >= _MOMENT_BLOCK_ROWS:
             second -= _gram(block)
-            block, rows = [], 0
+            block = []
         if w is not None:
             zi = flat_z[i]
             wz = Wt @ zi
@@ -401,22 +399,22 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
             None if w is None else w.reshape(z.shape), latent)
 
 
-def lowrank_latent(V, Phi):
-    """``C`` with ``Phi ~= C V``: rows of a design matrix in the coordinates ``g = V w``.
+def lowrank_latent(V):
+    """``V^+`` (M x k): design rows ``Phi`` in the coordinates ``g = V w`` are ``C = Phi V^+``.
 
     A model built on ``Phi_train = Q V`` sees the weights only through ``g =
     V w`` (its likelihood depends on ``Q g``), so its latent function at
-    inputs with design rows ``Phi`` is ``f = C g`` with ``C = Phi V^+``
-    (least squares through the singular values of ``V``; on the training
-    rows ``C = Q``). The part of each row outside the row space of ``V``,
-    below ``1e-12`` of the largest column norm inside the training data's
-    range (:func:`low_rank_factor`), is dropped, as the likelihood drops it
-    for the training rows. Unlike ``Phi w``, ``C g`` does not cancel the
-    huge weights that tiny ``alpha_m`` allow (``|w_m|`` up to ``1e18`` on
-    noisy sinc at N = 1000): every draw of ``g`` is bounded by the data.
+    inputs with design rows ``Phi`` is ``f = C g`` (least squares through
+    the singular values of ``V``; on the training rows ``C g = Q g``). The
+    part of each row outside the row space of ``V``, below ``1e-12`` of the
+    largest column norm inside the training data's range
+    (:func:`low_rank_factor`), is dropped, as the likelihood drops it for
+    the training rows. Unlike ``Phi w``, ``C g`` does not cancel the huge
+    weights that tiny ``alpha_m`` allow (``|w_m|`` up to ``1e18`` on noisy
+    sinc at N = 1000): every draw of ``g`` is bounded by the data.
     """
     U, sv, Wt = np.linalg.svd(V, full_matrices=False)
-    return ((np.asarray(Phi) @ Wt.T) / sv) @ U.T
+    return (Wt.T / sv) @ U.T
 
 
 def _gram(blocks):

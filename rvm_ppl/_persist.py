@@ -108,7 +108,7 @@ def _with_state(est):
             data[f"outside_var_{k}"] = ((m,), r.outside_var)
         if r.latent is not None:  # the low-rank fit's g = V w (predictions go through it)
             g = f"g{k}"
-            data[f"latent_V_{k}"] = ((g, s), r.latent["V"])
+            data[f"latent_V_pinv_{k}"] = ((s, g), r.latent["V_pinv"])
             data[f"latent_mean_{k}"] = ((g,), r.latent["mean"])
             data[f"latent_cov_{k}"] = ((g, f"{g}_col"), r.latent["cov"])
         attrs[f"result_{k}"] = json.dumps({
@@ -137,9 +137,10 @@ def _restore_result(state, k):
         draws = {"w": w[None]}
     outside = state.get(f"outside_var_{k}")
     latent = None
-    if f"latent_V_{k}" in state:
+    if f"latent_V_pinv_{k}" in state:
         latent = {name: np.asarray(state[f"latent_{name}_{k}"].values)
-                  for name in ("V", "mean", "cov")}
+                  for name in ("V_pinv", "mean", "cov")}
+        latent["draws"] = None
     return FitResult(latent=latent, method=meta["method"], likelihood=meta["likelihood"],
                      basis=tuple(meta["basis"]), beta=meta["beta"], noise_var=meta["noise_var"],
                      stats=meta["stats"], draws=draws,

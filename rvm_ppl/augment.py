@@ -283,4 +283,11 @@ def rvm_star_predict(estimator, X, *, alpha_star=None, chunk_size=None):
             Phi, t, post.mean, post.cov, post.beta, kernel(X_fit, Xc), k_diag,
             estimator._design(Xc, post.support), alpha_star, noise_var=post.noise_var,
         )
+    if not (np.all(np.isfinite(mean)) and np.all(var > 0)):
+        raise ValueError(
+            "RVM* needs the posterior covariance of the weights, and this fit's is beyond "
+            "float64 (a sampled posterior whose alpha draws reach far below e^-30, as on a "
+            "smooth kernel with many points): the RVM* variance is not a number. Predict "
+            "without augment, which goes through g = V w, or fit with method='evidence' or 'vb'."
+        )
     return mean, np.sqrt(var)

@@ -650,16 +650,7 @@ class RVR(RegressorMixin, _RVMBase):
         check_is_fitted(self, "result_")
         X = validate_data(self, X, dtype=np.float64, reset=False)
         if augment:
-            with np.errstate(invalid="ignore"):
-                mean, std = rvm_star_predict(self, X)
-            if not (np.all(np.isfinite(mean)) and np.all(np.isfinite(std))):
-                raise ValueError(
-                    "augment=True needs the posterior covariance of the weights, and this fit's "
-                    "is beyond float64 (a sampled posterior whose alpha draws reach far below "
-                    "e^-30, as on a smooth kernel with many points): the RVM* variance is not a "
-                    "number. Predict without augment, which goes through g = V w, or fit with "
-                    "method='evidence' or 'vb'."
-                )
+            mean, std = rvm_star_predict(self, X)
             return (mean, std) if return_std else mean
         post = self.result_
         mean, var = post.latent_moments(self._design(X, post.support))

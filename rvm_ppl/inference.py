@@ -105,12 +105,13 @@ class FitResult:
         ``sum_m phi_m(x)^2 v_m`` to the predictive variance of the latent.
     latent : dict or None
         The marginal regression in its low-rank form (``build_model``'s
-        ``Phi = Q V``): ``V`` (k x len(support)), ``mean`` and ``cov`` of
-        ``g = V w`` (``E[g]``, ``E[Cov(g | alpha, beta)] + Cov[E(g | alpha,
-        beta)]``) and ``draws`` of ``g`` (chain, draw, k). Predictions go
-        through ``f = C g``, ``C = Phi V^+``
-        (:func:`rvm_ppl._marginal.lowrank_latent`), which stays exact where
-        the draws of ``w`` are too large for ``Phi w`` in float64.
+        ``Phi = Q V``): ``V_pinv`` (``V^+``, len(support) x k), ``mean`` and
+        ``cov`` of ``g = V w`` (``E[g]``, ``E[Cov(g | alpha, beta)] +
+        Cov[E(g | alpha, beta)]``) and ``draws`` of ``g`` (chain, draw, k;
+        None once saved and loaded). Predictions go through ``f = C g``,
+        ``C = Phi V^+`` (:func:`rvm_ppl._marginal.lowrank_latent`), which
+        stays exact where the draws of ``w`` are too large for ``Phi w`` in
+        float64.
     """
 
     method: str
@@ -142,20 +143,16 @@ class FitResult:
         """
         Phi = np.asarray(Phi, dtype=float)
         if self.latent is not None:
-            from ._marginal import lowrank_latent
-
-            C = lowrank_latent(self.latent["V"], Phi)
+            C = Phi @ self.latent["V_pinv"]
             return C @ self.latent["mean"], np.einsum("ij,jk,ik->i", C, self.latent["cov"], C)
         return Phi @ self.mean, np.einsum("ij,jk,ik->i", Phi, self.cov, Phi)
 
     def latent_draws(self, Phi, w):
-        """Draws of ``f = Phi w`` (shape ``w.shape[:-1] + (len(Phi),)``), through ``g`` if low-rank."""
-        if self.latent is not None and self.latent.get("draws") is not None \
-                and self.latent["draws"].shape[:-1] == w.shape[:-1]:
-            from ._marginal import lowrank_latent
-
-            return self.latent["draws"] @ lowrank_latent(self.latent["V"], Phi).T
-        return w @ np.asarray(Phi).T
+        """Draws of ``f = Phi w``, shape ``w.shape[:-1] + (len(Phi),)``; through ``g`` if low-rank."""
+        Phi = np.asarray(Phi, dtype=float)
+        if self.latent is not None and self.latent["draws"] is not None:
+            return self.latent["draws"] @ (Phi @ self.latent["V_pinv"]).T
+        return w @ Phi.T
 
     @property
     def w_draws(self):

@@ -137,7 +137,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from ._idata import multinomial_idata, to_idata
 from ._linalg import blas_limit, cho_covariance, cho_solve, cholesky_jittered, solve_lower_t
-from ._marginal import lowrank_conditional_moments
+from ._marginal import lowrank_conditional_moments, lowrank_latent
 from .inference import FitResult, gamma_relevance
 from .model import alpha_given_weights, model_spec
 
@@ -514,7 +514,7 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
                 V, _data(model, "lowrank_s"), alpha_d, beta_d, z)
             if z is not None:
                 w = w_z
-            latent = {"V": V, "mean": g_mean, "cov": g_cov, "draws": g}
+            latent = {"V_pinv": lowrank_latent(V), "mean": g_mean, "cov": g_cov, "draws": g}
         else:
             mean, cov, gamma, w_z = _conditional_moments(
                 _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)

@@ -316,13 +316,14 @@ def test_latent_g_matches_the_weights_and_the_dense_moments(sinc_design):
     np.testing.assert_allclose(g, w @ V.T, rtol=1e-8, atol=1e-8 * np.abs(g).max())
     # On the training rows C g is Q g = Phi w (C itself differs from Q only along directions of
     # g that V barely sees, by |Phi - Q V| / s_min(V)).
-    np.testing.assert_allclose(g @ lowrank_latent(V, Phi).T, w @ Phi.T, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(g @ (Phi @ lowrank_latent(V)).T, w @ Phi.T, rtol=1e-7, atol=1e-9)
     X, _ = make_sinc(120, grid=False, random_state=0)
     rows = design_matrix(np.linspace(-9.0, 9.0, 7)[:, None], X, RBF(gamma=1 / 9))
     result = FitResult(method="nuts", likelihood="gaussian", basis=tuple(map(str, range(M))),
                        support=np.arange(M), mean=mean, cov=cov, alpha=alpha[0, 0], beta=1.0,
                        noise_var=1.0, gamma=gamma, relevant=gamma > 0.5,
-                       latent={"V": V, "mean": g_mean, "cov": g_cov, "draws": g})
+                       latent={"V_pinv": lowrank_latent(V), "mean": g_mean, "cov": g_cov,
+                               "draws": g})
     f_mean, f_var = result.latent_moments(rows)
     np.testing.assert_allclose(f_mean, rows @ mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(f_var, np.einsum("ij,jk,ik->i", rows, cov, rows), rtol=1e-6)
@@ -372,8 +373,8 @@ def test_low_rank_fit_predicts_through_g_and_round_trips(tmp_path):
     with pytest.warns(ConvergenceWarning):  # a short run is enough here
         m.fit(X, y, method="advi")
     latent = m.result_.latent
-    assert latent is not None and latent["V"].shape[1] == 101 and latent["V"].shape[0] < 40
-    assert latent["draws"].shape == (1, 50, latent["V"].shape[0])  # for the pointwise log-lik
+    assert latent is not None and latent["V_pinv"].shape[0] == 101 and latent["V_pinv"].shape[1] < 40
+    assert latent["draws"].shape == (1, 50, latent["V_pinv"].shape[1])  # for the pointwise log-lik
     Xt = np.linspace(-9.5, 9.5, 40)[:, None]
     mean, std = m.predict(Xt, return_std=True)
     Phi = m._design(Xt, m.result_.support)
