@@ -504,21 +504,19 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
                   else np.full((n_chain, n_draw), spec.beta))
     latent = None
     if gaussian and "PhiT_Phi" in model.named_vars:
-        z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
         if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
             # From w_std also where w was traced (ADVI): the same w up to rounding, and the
             # draws of g = V w computed stably beside them.
             V = _data(model, "lowrank_V")
-            z = np.asarray(post["w_std"].values, dtype=float) if "w_std" in post else z
-            mean, cov, gamma, w_z, (g_mean, g_cov, g) = lowrank_conditional_moments(
-                V, _data(model, "lowrank_s"), alpha_d, beta_d, z)
-            if z is not None:
-                w = w_z
+            mean, cov, gamma, w, (g_mean, g_cov, g) = lowrank_conditional_moments(
+                V, _data(model, "lowrank_s"), alpha_d, beta_d,
+                np.asarray(post["w_std"].values, dtype=float))
             latent = {"V_pinv": lowrank_latent(V), "mean": g_mean, "cov": g_cov, "draws": g}
         else:
+            z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
             mean, cov, gamma, w_z = _conditional_moments(
                 _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
-        w = w if w is not None else w_z
+            w = w if w is not None else w_z
     else:
         mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)
     draws = {"w": w, "alpha": alpha_d}
