@@ -362,8 +362,8 @@ class RVR(RegressorMixin, _RVMBase):
         Seeds every random draw.
     sample_kwargs : dict, optional
         Keyword arguments for PyMC: :func:`rvm_ppl.sampling.fit_nuts` and
-        :func:`pymc.sample` (nuts; e.g. ``target_accept``,
-        ``nuts_sampler``), :func:`rvm_ppl.sampling.fit_advi` and
+        :func:`pymc.sample` (nuts; e.g. ``target_accept``, or
+        ``nuts_sampler="pymc"`` instead of nutpie), :func:`rvm_ppl.sampling.fit_advi` and
         :func:`pymc.fit` (advi; e.g. ``learning_rate``). Unused by evidence
         and vb. A key the estimator sets from its own parameters (``draws``,
         ``chains``, ``random_seed``, ``n``, ...) is a ``ValueError``.
@@ -371,7 +371,7 @@ class RVR(RegressorMixin, _RVMBase):
         BLAS threads during ``fit`` (default 1, the fastest setting measured
         on 2-core machines; ``None`` leaves the BLAS library's default).
     progressbar : bool
-        Show PyMC's progress bars while nuts runs (as :func:`pymc.sample`
+        Show the sampler's progress bars while nuts runs (as :func:`pymc.sample`
         does), a bar for advi that ends when its convergence test stops it,
         and for evidence and vb a line (iteration, basis functions,
         objective) on standard error once a fit has run two seconds; they

@@ -19,10 +19,10 @@ afterwards from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``;
 with the classifier's hyperprior :data:`rvm_ppl.model.BERNOULLI_PRIORS`
 (see :mod:`rvm_ppl.model` for why the classifier needs a proper one). On
 Ripley's data (100 points, RBF gamma = 4; ``benchmarks/bench_classification.py
---part nuts``) NUTS gave 0 divergences on 10 of 10 subsets, r-hat <= 1.004
-for every ``log alpha`` and <= 1.008 for every weight (4 chains; with 2,
-one weight's r-hat of 202 exceeded 1.01 in 2 of the 10 runs, at bulk ESS
-above 1100). Mean-field ADVI reached a higher ELBO in the marginal form
+--part nuts``) NUTS gave 0 divergences on 10 of 10 subsets, r-hat <= 1.003
+for every ``log alpha`` and <= 1.005 for every weight (4 chains; PyMC's
+sampler: 1.004 and 1.008, and with 2 chains one weight's r-hat of 202
+exceeded 1.01 in 2 of the 10 runs, at bulk ESS above 1100). Mean-field ADVI reached a higher ELBO in the marginal form
 than with centred or non-centred weights on each of 3 subsets (-72.9
 against -78.3 and -76.1 on the first).
 
@@ -31,7 +31,7 @@ has the same marginal form (:mod:`rvm_ppl._model_multinomial`); ``alpha``
 is drawn afterwards per class (or per basis, when shared) and the fitters
 return one result per class. On a 3-class mixture of 60 points (61 bases
 x 3 classes, ``benchmarks/bench_multiclass.py --part nuts``) NUTS with these
-defaults gave 0 divergences and max r-hat 1.006 (per-class and shared
+defaults gave 0 divergences and max r-hat 1.007 (per-class and shared
 ``alpha``).
 
 Defaults and why
@@ -47,12 +47,37 @@ idle 2-core machine; ``benchmarks/bench_bayes.py`` prints the tables.
   (one Cholesky factor of ``Sigma^{-1}``, analytic gradient) gave 0
   divergences in 10 of 10 PyMC runs (N = 50 and 100, 5 seeds each), and a
   logp + gradient costs 0.14 ms instead of 0.45 ms (N = 100).
-* **target_accept = 0.8**, PyMC's default: max r-hat <= 1.009 in every run.
-  PyMC's NUTS takes 31-34 leapfrog steps per draw whatever target_accept
-  (0.7-0.9) or hyperprior (1e-6 to 1e-2). nutpie had 1-3
-  divergences in 2 of 10 runs at 0.8 and 1 of 10 at 0.9: ``log alpha``
-  stepping past ``log(1/b)`` ~ 14, where the Gamma(1e-6, 1e-6) density falls
-  as ``exp(-b alpha)``.
+* **nutpie** (``nuts_sampler="nutpie"``; PyMC's own NUTS is
+  ``nuts_sampler="pymc"``). Both run the same model and gradient; nutpie's
+  adaptation needs fewer leapfrog steps while it tunes. On Boston (481
+  points, M = 482, RBF gamma = 0.01, 4 chains x (1000 + 1000), one BLAS
+  thread) PyMC's fit took 1075 s, about 70 steps per tuning iteration
+  against 31 per draw, and nutpie's 826 s, 31 steps in both phases, 0
+  divergences each. On noisy sinc, seeds 0-9, 4 chains, softplus scale:
+  0 divergences in 20 of 20 runs (N = 50 and 100), max r-hat <= 1.005,
+  min bulk ESS of ``log alpha`` per second of sampling 450-579 at
+  N = 100 against PyMC's 189-284. Its price is compilation: it builds a
+  Numba callback for every model, 5-8 s even when PyTensor's cache is
+  warm (15 s for the first model in a process while ``w`` was in its
+  trace, 7.8 s without: :func:`_trace_var_names`), so at N <= 100 its
+  wall time is about PyMC's. Many small fits in one process (the
+  simulation-based calibration of :func:`rvm_ppl.calibration.sbc`) are
+  faster with ``"pymc"``.
+* **nutpie's mass matrix from the draws alone**
+  (:data:`NUTPIE_KWARGS`: ``use_grad_based_mass_matrix=False``). Its
+  default also uses the gradients' variances, and the ``alpha_m`` on the
+  prior's plateau have almost none: on noisy sinc at N = 1000 it took
+  415 leapfrog steps per draw against PyMC's 63 (300 + 300 draws; 1000 +
+  1000 sampled in 407 s against PyMC's 240 s). From the draws' variances
+  alone: 66 steps, 53 s of sampling against PyMC's 59 s; on Boston 826 s
+  against 887 s, min bulk ESS of ``log alpha`` 383 against 245.
+* **target_accept = 0.8**, PyMC's and nutpie's default: max r-hat <= 1.009
+  in every run. PyMC's NUTS takes 31-34 leapfrog steps per draw whatever
+  target_accept (0.7-0.9) or hyperprior (1e-6 to 1e-2). On PyMC's log
+  scale of the precisions nutpie had 1-3 divergences in 2 of 10 runs at
+  0.8 and 1 of 10 at 0.9: ``log alpha`` stepping past ``log(1/b)`` ~ 14,
+  where the Gamma(1e-6, 1e-6) density falls as ``exp(-b alpha)``; the
+  softplus scale (:func:`softplus_precisions`) removed them.
 * **PyTensor's NUMBA backend** (``compile_mode="NUMBA"``). PyTensor from pip
   links no BLAS, and the OpenBLAS builds that numpy and scipy ship export only
   ``scipy_``-prefixed symbols, so pointing ``blas__ldflags`` at them fails
@@ -91,6 +116,8 @@ idle 2-core machine; ``benchmarks/bench_bayes.py`` prints the tables.
   the CPU time of a run.
 * **cores = min(chains, CPUs)**: PyMC's own default assumes half the CPUs are
   hyper-threads and ran the two chains in sequence here (27 s instead of 14 s).
+  :func:`pymc.sample` does not pass ``cores`` on to nutpie, so it goes in
+  nutpie's own keyword arguments.
 
 Diagnostics
 -----------
@@ -141,7 +168,10 @@ from ._marginal import lowrank_conditional_moments, lowrank_latent
 from .inference import FitResult, gamma_relevance
 from .model import alpha_given_weights, model_spec
 
-NUTS_SAMPLERS = ("pymc", "nutpie", "numpyro", "blackjax")
+NUTS_SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
+NUTS_SAMPLER = "nutpie"
+# Mass matrix from the draws' variances only (see "Defaults and why").
+NUTPIE_KWARGS = {"use_grad_based_mass_matrix": False}
 ADVI_METHODS = ("advi", "fullrank_advi")
 COMPILE_MODE = "NUMBA"
 ADVI_COMPILE_MODE = {"gaussian": "FAST_COMPILE"}  # by likelihood; COMPILE_MODE otherwise
@@ -627,7 +657,7 @@ def nuts_result(
     random_state,
     cores=None,
     target_accept=TARGET_ACCEPT,
-    nuts_sampler="pymc",
+    nuts_sampler=NUTS_SAMPLER,
     compile_mode=COMPILE_MODE,
     blas_threads=1,
     progressbar=False,
@@ -652,9 +682,14 @@ def nuts_result(
     )
     if nuts_sampler == "pymc":
         kwargs["compile_kwargs"] = {"mode": compile_mode}
-        var_names = _trace_var_names(model, spec)
-        if var_names is not None:
-            kwargs["var_names"] = var_names
+    elif nuts_sampler == "nutpie":  # pm.sample does not pass cores on to nutpie
+        kwargs["nuts_sampler_kwargs"] = {"cores": cores, **NUTPIE_KWARGS}
+    var_names = _trace_var_names(model, spec)
+    if var_names is not None and nuts_sampler in ("pymc", "nutpie"):
+        kwargs["var_names"] = var_names
+    if "nuts_sampler_kwargs" in pm_kwargs:
+        pm_kwargs = {**pm_kwargs, "nuts_sampler_kwargs": {
+            **kwargs.get("nuts_sampler_kwargs", {}), **pm_kwargs["nuts_sampler_kwargs"]}}
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()
@@ -752,8 +787,9 @@ def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None,
         Chains run in parallel (processes for PyMC, threads for nutpie);
         default ``min(chains, available CPUs)``.
     target_accept : float
-    nuts_sampler : {"pymc", "nutpie", "numpyro", "blackjax"}
-        Passed to :func:`pymc.sample`; the last three need their packages.
+    nuts_sampler : {"nutpie", "pymc", "numpyro", "blackjax"}
+        Passed to :func:`pymc.sample`. nutpie by default (see the module's
+        "Defaults and why"); the last two need their packages.
     compile_mode : str
         PyTensor mode for the PyMC sampler (``"NUMBA"``, or ``"FAST_RUN"``
         for the C backend).
