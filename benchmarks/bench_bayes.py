@@ -25,7 +25,6 @@ compilation excluded); "wall" includes model building and compilation.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -271,17 +270,13 @@ def run(kind, cfg, env=None):
     return res
 
 
-def _samplers():
-    return [s for s in ("pymc", "nutpie") if s == "pymc" or importlib.util.find_spec(s)]
-
-
 ONE_THREAD = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
 def part_nuts(args):
     rows = []
     for n in args.sizes:
-        for sampler in _samplers():
+        for sampler in args.samplers:
             for seed in args.seeds:
                 cfg = dict(n=n, data_seed=seed, seed=seed, sampler=sampler, chains=args.chains)
                 r = run("nuts", cfg, ONE_THREAD)
@@ -356,16 +351,14 @@ def part_setup(args):
         rows.append((label, mode, cores, f"{r['load']:.1f}", f"{r['wall_s']:.1f}",
                      f"{r['sampling_s']:.1f}", f"{r['cpu_s']:.0f}", r["div"], f"{r['ess_s']:.0f}"))
         print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    if "nutpie" in _samplers():
-        for blas, env, label in ((1, ONE_THREAD, "nutpie, 1 BLAS thread"),
-                                 (None, {}, "nutpie, no limit (default threads)")):
-            r = run("nuts", dict(n=n, data_seed=0, seed=0, sampler="nutpie", blas_threads=blas),
-                    env)
-            if "error" not in r:
-                rows.append((label, "numba (nutpie)", 2, f"{r['load']:.1f}", f"{r['wall_s']:.1f}",
-                             f"{r['sampling_s']:.1f}", f"{r['cpu_s']:.0f}", r["div"],
-                             f"{r['ess_s']:.0f}"))
-                print(f"# {rows[-1]}", file=sys.stderr, flush=True)
+    for blas, env, label in ((1, ONE_THREAD, "nutpie, 1 BLAS thread"),
+                             (None, {}, "nutpie, no limit (default threads)")):
+        r = run("nuts", dict(n=n, data_seed=0, seed=0, sampler="nutpie", blas_threads=blas), env)
+        if "error" not in r:
+            rows.append((label, "numba (nutpie)", 2, f"{r['load']:.1f}", f"{r['wall_s']:.1f}",
+                         f"{r['sampling_s']:.1f}", f"{r['cpu_s']:.0f}", r["div"],
+                         f"{r['ess_s']:.0f}"))
+            print(f"# {rows[-1]}", file=sys.stderr, flush=True)
     print(f"NUTS on N = {n} by thread setting, backend and cores (seed 0):\n")
     print_table(["setting", "backend", "cores", "busy", "wall s", "sampling s", "CPU s", "div.",
             "ESS/s"], rows)
@@ -418,6 +411,8 @@ def main(argv=None):
                    help="default: nuts and advi")
     p.add_argument("--sizes", type=int, nargs="+", default=[100, 50])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
+    p.add_argument("--samplers", nargs="+", default=["nutpie", "pymc"], choices=["nutpie", "pymc"],
+                   help="NUTS samplers of --part nuts (nutpie is the package default)")
     p.add_argument("--chains", type=int, default=4, help="NUTS chains (4, the package default)")
     p.add_argument("--problems", nargs="+", default=list(GRADIENT_PROBLEMS),
                    help="part gradient: sinc<N> or boston")

@@ -5,7 +5,8 @@
     python benchmarks/bench_mixing.py --from run0.nc run1.nc        # saved InferenceData
 
 Boston housing, a random 481 / 25 split per seed (``bench_datasets.problem``),
-RBF ``gamma = 0.1`` (the 5-fold CV choice of the evidence fit on split 0),
+RBF ``gamma = 0.1`` by default (the width of ``bench_bayes.py --part
+gradient``; ``--gamma 0.01`` is the 5-fold CV choice of ``bench_datasets.py``),
 ``RVR(method="nuts")`` with 4 chains x (1000 tune + ``--draws`` draws) and
 otherwise the package defaults. For the first 1000, 2000, ... draws of each
 chain the table gives the largest rank-normalised split r-hat and the
@@ -32,12 +33,12 @@ import numpy as np  # noqa: E402
 GAMMA = 0.1
 
 
-def _sample(seed, sampler, draws, save):
+def _sample(seed, sampler, draws, save, gamma):
     from bench_datasets import problem
 
     from rvm_ppl import RVR
 
-    _, X, y, _, _, _, gamma = problem("boston", seed, [GAMMA])
+    _, X, y, _, _, _, gamma = problem("boston", seed, [gamma])
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the table reports what SamplingWarning would
@@ -46,7 +47,7 @@ def _sample(seed, sampler, draws, save):
     wall = time.perf_counter() - t0
     idata = model.idata_
     if save:
-        idata.to_netcdf(os.path.join(save, f"boston_{sampler}_{seed}.nc"))
+        idata.to_netcdf(os.path.join(save, f"boston_{sampler}_{seed}_{gamma:g}.nc"))
     return f"{seed} ({sampler})", idata, wall
 
 
@@ -82,6 +83,7 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--seeds", type=int, nargs="+", default=[0])
     p.add_argument("--sampler", default="nutpie", choices=["nutpie", "pymc"])
+    p.add_argument("--gamma", type=float, default=GAMMA, help="RBF width")
     p.add_argument("--draws", type=int, default=3000, help="draws per chain after tuning")
     p.add_argument("--save", default=None, help="directory for each run's InferenceData")
     p.add_argument("--from", dest="files", nargs="+", default=None,
@@ -95,7 +97,7 @@ def main(argv=None):
 
         runs = [(os.path.basename(f), az.from_netcdf(f), np.nan) for f in args.files]
     else:
-        runs = (_sample(s, args.sampler, args.draws, args.save) for s in args.seeds)
+        runs = (_sample(s, args.sampler, args.draws, args.save, args.gamma) for s in args.seeds)
     rows = []
     for label, idata, wall in runs:
         rows.extend(_rows(label, idata, wall))
