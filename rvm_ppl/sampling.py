@@ -689,7 +689,7 @@ def nuts_result(
         kwargs["var_names"] = var_names
     if "nuts_sampler_kwargs" in pm_kwargs:
         pm_kwargs = {**pm_kwargs, "nuts_sampler_kwargs": {
-            **kwargs.get("nuts_sampler_kwargs", {}), **pm_kwargs["nuts_sampler_kwargs"]}}
+            **kwargs.get("nuts_sampler_kwargs", {}), **(pm_kwargs["nuts_sampler_kwargs"] or {})}}
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()

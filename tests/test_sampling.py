@@ -92,6 +92,7 @@ class _Sampled(Exception):
 
 @pytest.mark.parametrize("user, expected", [
     ({}, {"cores": 2, "use_grad_based_mass_matrix": False}),
+    (None, {"cores": 2, "use_grad_based_mass_matrix": False}),  # pm.sample's own default
     ({"use_grad_based_mass_matrix": True, "maxdepth": 8},
      {"cores": 2, "use_grad_based_mass_matrix": True, "maxdepth": 8}),
 ])
