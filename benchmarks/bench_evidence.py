@@ -17,12 +17,6 @@ configuration runs in its own process so that its peak memory (max RSS,
 imports included) is its own; "1 thread" sets OPENBLAS_NUM_THREADS=1 before
 numpy is imported, "default" leaves BLAS threading alone.
 
-Part E lists the local maxima of the evidence that single ascents of the fast
-solver reach on Tipping's noise-free linear-spline sinc (every start, with and
-without its heuristics), with the max error of each, on the paper's grid of 100
-points and on grids of 90, 91, ... points: the paper's 0.0070 with 9 vectors is
-one of several maxima within 0.1 nat of each other, not the highest.
-
 Part D fits the evidence method at very large N (default one million) on
 two problems, through :func:`rvm_ppl._basis.kernel_basis` and
 :func:`rvm_ppl.evidence.fit_evidence_regression` directly (with progress
@@ -31,6 +25,12 @@ messages through ``logging``): 1-D noisy sinc as in part B, and a 2-D sinc
 Both kernels have a small numerical rank on these inputs, so the basis is
 the pivoted Cholesky factor ``K ~ L L^T`` (rank r, ``N r`` numbers); the
 fit time includes the factorisation.
+
+Part E lists the local maxima of the evidence that single ascents of the fast
+solver reach on Tipping's noise-free linear-spline sinc (every start, with and
+without its heuristics), with the max error of each, on the paper's grid of 100
+points and on grids of 90, 91, ... points: the paper's 0.0070 with 9 vectors is
+one of several maxima within 0.1 nat of each other, not the highest.
 """
 
 from __future__ import annotations
@@ -151,9 +151,7 @@ def _local_maxima(X, y, Xt, truth):
 
 def _spline_fit(X, y, Xt, truth, solver="fast"):
     """The package's fit of the same problem: (log evidence, max error, relevance vectors)."""
-    from rvm_ppl import RVR
-
-    m = RVR("linear_spline", noise_std=0.01, fit_noise=False, solver=solver).fit(X, y)
+    m = _spline_rvr(solver).fit(X, y)
     return m.log_evidence_, np.abs(m.predict(Xt) - truth).max(), len(m.relevance_)
 
 
@@ -202,7 +200,7 @@ def _maxima_rows(reps):
         fits.append(err)
         lows.append(maxima[low][1])
         print(f"| {n} | {len(maxima)} | {top[1]:.4f} / {top[2]} | "
-              f"{err:.4f} / {k} / {max(top[0] - le, 0):.3f} | "
+              f"{err:.4f} / {k} / {top[0] - le:.3f} | "
               f"{maxima[low][1]:.4f} / {maxima[low][2]} / "
               f"{top[0] - maxima[low][0]:.2f} ({low + 1}) |")
     print(f"\nMedian max error: highest maximum {np.median(firsts):.4f}, RVR {np.median(fits):.4f} "
