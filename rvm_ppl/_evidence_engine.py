@@ -4,7 +4,7 @@ The same algorithm as :func:`rvm_ppl.evidence._fit_sequential` for the
 plain evidence (no hyperpriors) on an explicit design matrix: the same
 decisions (:func:`rvm_ppl.evidence.choose_action`), the same rank-one
 updates (Tipping & Faul 2003, Appendix A), the same drift check, noise
-schedule, alignment test and stopping rule. What it removes is the
+schedule, alignment test, Newton polish and stopping rule. What it removes is the
 interpreter: the Python loop spends 100-200 microseconds per iteration on
 calls into NumPy for vectors of a few hundred entries, which up to
 N = 1000 is most of a fit.
@@ -33,7 +33,7 @@ from . import evidence as _ev
 
 OK, FAILED = 0, 1
 ADD, REESTIMATE, DELETE = 0, 1, 2
-COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh")
+COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh", "polish")
 
 # Constants are frozen into the compiled code.
 _ZERO_FACTOR = _ev.ZERO_FACTOR
@@ -45,6 +45,10 @@ _INIT_ALPHA_MAX = _ev.INIT_ALPHA_MAX
 _NOISE_WARMUP_MAX = _ev.NOISE_WARMUP_MAX
 _DRIFT_TOL = _ev.DRIFT_TOL
 _DRIFT_SAMPLE = _ev.DRIFT_SAMPLE
+_POLISH_AFTER = _ev.POLISH_AFTER
+_POLISH_STEPS = _ev.POLISH_STEPS
+_POLISH_MAX_STEP = _ev.POLISH_MAX_STEP
+_POLISH_GAIN = _ev.POLISH_GAIN
 _TINY = np.finfo(float).tiny
 _LOG_2PI = np.log(2 * np.pi)
 
@@ -67,16 +71,12 @@ def _cross(Phi, scale, j, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _factor(GT, act, k, alpha, beta):
-    """Lower Cholesky factor of ``beta Phi_A^T Phi_A + A`` (Tipping 2001, eq. 12), ok flag."""
-    H = np.empty((k, k))
-    for i in range(k):
-        for j in range(k):
-            H[i, j] = beta * GT[j, act[i]]
-        H[i, i] += alpha[i]
-    # Cholesky-Banachiewicz, row by row; k is the model size (tens).
-    L = np.zeros((k, k))
-    for i in range(k):
+def _cholesky(H):
+    """Lower Cholesky factor of a symmetric ``H``, ok flag (False if not positive definite)."""
+    n = H.shape[0]
+    # Cholesky-Banachiewicz, row by row; n is the model size (tens).
+    L = np.zeros((n, n))
+    for i in range(n):
         for j in range(i + 1):
             s = H[i, j]
             for p in range(j):
@@ -88,6 +88,17 @@ def _factor(GT, act, k, alpha, beta):
             else:
                 L[i, j] = s / L[j, j]
     return L, True
+
+
+@njit(cache=True, error_model="numpy")
+def _factor(GT, act, k, alpha, beta):
+    """Lower Cholesky factor of ``beta Phi_A^T Phi_A + A`` (Tipping 2001, eq. 12), ok flag."""
+    H = np.empty((k, k))
+    for i in range(k):
+        for j in range(k):
+            H[i, j] = beta * GT[j, act[i]]
+        H[i, i] += alpha[i]
+    return _cholesky(H)
 
 
 @njit(cache=True, error_model="numpy")
@@ -447,6 +458,117 @@ def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Si
 
 
 @njit(cache=True, error_model="numpy")
+def _newton_terms(alpha, beta, Sigma, mu, ED, N, k, free_beta):
+    """:func:`rvm_ppl.evidence.evidence_newton_terms` on the leading ``k`` entries."""
+    n = k + 1 if free_beta else k
+    g = np.empty(n)
+    H = np.empty((n, n))
+    for i in range(k):
+        m2 = mu[i] * mu[i] + Sigma[i, i]
+        g[i] = 0.5 * (1.0 - alpha[i] * m2)
+        for j in range(k):
+            sij = Sigma[i, j]
+            H[i, j] = 0.5 * alpha[i] * alpha[j] * (2.0 * mu[i] * mu[j] * sij + sij * sij)
+        H[i, i] -= 0.5 * alpha[i] * m2
+    if free_beta:
+        gb, hbb = 0.5 * (N - k - beta * ED), 0.5 * (-beta * ED)
+        for i in range(k):
+            s_am, dS = 0.0, -Sigma[i, i]
+            for j in range(k):
+                s_am += Sigma[i, j] * alpha[j] * mu[j]
+                dS += Sigma[i, j] * alpha[j] * Sigma[j, i]
+            H[i, k] = H[k, i] = -0.5 * alpha[i] * (2.0 * mu[i] * s_am + dS)
+            hbb += 0.5 * (alpha[i] * dS + 2.0 * alpha[i] * mu[i] * s_am)
+            gb += 0.5 * alpha[i] * Sigma[i, i]
+        g[k], H[k, k] = gb, hbb
+    return g, H
+
+
+@njit(cache=True, error_model="numpy")
+def _direction(g, H):
+    """:func:`rvm_ppl.evidence.newton_direction`: ``(found, step)``."""
+    n = g.size
+    top = 1.0
+    for i in range(n):
+        top = max(top, abs(H[i, i]))
+    lam = 0.0
+    while lam <= 1e8 * top:
+        P = -H
+        for i in range(n):
+            P[i, i] += lam
+        L, ok = _cholesky(P)
+        if ok:
+            z = np.empty(n)
+            for i in range(n):
+                s = g[i]
+                for p in range(i):
+                    s -= L[i, p] * z[p]
+                z[i] = s / L[i, i]
+            x = np.empty(n)
+            big = _TINY
+            for i in range(n - 1, -1, -1):
+                s = z[i]
+                for p in range(i + 1, n):
+                    s -= L[p, i] * x[p]
+                x[i] = s / L[i, i]
+                big = max(big, abs(x[i]))
+            x *= min(1.0, _POLISH_MAX_STEP / big)
+            return True, x
+        lam = 1e-8 * top if lam == 0.0 else 10.0 * lam
+    return False, g
+
+
+@njit(cache=True, error_model="numpy")
+def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, Sigma, mu, Sig2, mu2,
+            S, Q):
+    """:func:`rvm_ppl.evidence._polish`: ``(ok, moved, beta, log evidence)``."""
+    N = t.shape[0]
+    ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
+                                  False)
+    if not ok:
+        return False, False, beta, current
+    _pin(act, k, alpha, Sigma, mu, S, Q)
+    start = current
+    base = alpha[:k].copy()
+    for _ in range(_POLISH_STEPS):
+        g, H = _newton_terms(base, beta, Sigma, mu, ED, N, k, free_beta)
+        found, step = _direction(g, H)
+        gain = 0.0
+        for i in range(g.size):
+            gain += 0.5 * g[i] * step[i]
+        if not found or gain <= _POLISH_GAIN:
+            break
+        accepted = False
+        trial_beta, trial_ED, value = beta, ED, current
+        for _ in range(20):
+            for i in range(k):
+                alpha[i] = base[i] * np.exp(step[i])
+            trial_beta = min(beta * np.exp(step[k]), beta_max) if free_beta else beta
+            ok, trial_ED, value = _statistics(Phi, scale, t, proj, GT, act, k, alpha, trial_beta,
+                                              Sig2, mu2, S, Q, False)
+            if not ok:
+                return False, False, beta, current
+            if value > current:
+                accepted = True
+                break
+            step /= 2
+        if not accepted:
+            break
+        base[:] = alpha[:k]
+        beta, ED, current = trial_beta, trial_ED, value
+        Sigma[:k, :k] = Sig2[:k, :k]
+        mu[:k] = mu2[:k]
+    alpha[:k] = base
+    if current == start:
+        return True, False, beta, current
+    ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
+                                  True)
+    if ok:
+        _pin(act, k, alpha, Sigma, mu, S, Q)
+    return ok, True, beta, current
+
+
+@njit(cache=True, error_model="numpy")
 def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignment_test, tol,
            max_iter, start, warm_act, warm_alpha):
     """One ascent of the fast sequential algorithm on the unit-norm columns ``Phi / scale``.
@@ -474,7 +596,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     blocker = np.full(M, -1, dtype=np.int64)
     S = np.empty(M)
     Q = np.empty(M)
-    counts = np.zeros(6, dtype=np.int64)
+    counts = np.zeros(7, dtype=np.int64)
     trace = np.empty(max_iter + 2)
     top = np.empty(_DRIFT_SAMPLE, dtype=np.int64)
     idx = np.empty(cap + 2 * _DRIFT_SAMPLE, dtype=np.int64)
@@ -514,6 +636,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
             counts[4] += _block(GT[i], act[i], blocker, in_model)
     converged = False
     noise_from = 0 if not noise_warmup else -1
+    streak = 0  # re-estimations in a row
     it = 0
     for it in range(1, max_iter + 1):
         action, best, new, gain, terminate, n_top = _choose(S, Q, act, k, alpha, in_model, blocker,
@@ -579,6 +702,16 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
                     return failed
                 _pin(act, k, alpha, Sigma, mu, S, Q)
                 counts[5] += 1
+        if not terminate:
+            streak = streak + 1 if action == REESTIMATE else 0
+        if streak >= _POLISH_AFTER:
+            streak = 0
+            free_beta = not fixed_beta and noise_from >= 0
+            ok, moved, beta, logml = _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max,
+                                             free_beta, Sigma, mu, Sig2, mu2, S, Q)
+            if not ok:
+                return failed
+            counts[6] += moved
 
         if not terminate or noise_moved:
             trace[n_trace] = logml
