@@ -21,7 +21,9 @@ jitter policy of :func:`rvm_ppl._linalg.cholesky_jittered`.
 
 The first call on a machine compiles the engine (about 15 s on a 2-core
 machine) and caches the machine code on disk (``cache=True``); the first
-call in a later process loads it (0.3-0.4 s with Numba's runtime).
+call in a later process loads it (0.3-0.4 s with Numba's runtime), which
+is why a process's first small fits run in Python
+(:func:`rvm_ppl.evidence.fit_evidence_regression`, ``compiled``).
 """
 
 from __future__ import annotations

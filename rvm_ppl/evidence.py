@@ -42,6 +42,7 @@ no finite ``alpha`` makes its term of the objective positive.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -81,6 +82,8 @@ DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full reco
 DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
 # and the best candidates to add)
 ENGINE_MAX_ENTRIES = 2001 * 2001  # largest N x M the compiled engine materialises (32 MB)
+ENGINE_LOAD_SECONDS = 0.4  # loading the compiled engine into a process (Numba's runtime, cached code)
+TIER_MAX_ENTRIES = 1001 * 1001  # largest N x M whose first climbs in a process run in Python
 MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
 POLISH_AFTER = 10  # consecutive re-estimations that start a joint Newton polish
 POLISH_STEPS = 10  # Newton steps in one polish at most
@@ -1150,8 +1153,13 @@ def fit_evidence_regression(
         hyperpriors, no ``callback``, no ``progress`` logging and
         ``refresh="drift"``; an ascent whose Cholesky factorisation fails
         is rerun in Python, where the jitter policy of
-        :func:`rvm_ppl._linalg.cholesky_jittered` applies. ``False``: always
-        the Python loop.
+        :func:`rvm_ppl._linalg.cholesky_jittered` applies. Loading the
+        engine costs a process ``ENGINE_LOAD_SECONDS`` once, more than a
+        whole fit at small N takes in Python, so problems of at most
+        ``TIER_MAX_ENTRIES`` entries run in Python until the process has
+        spent that long on such fits, and in the engine from then on (or
+        once the engine is loaded); both take the same decisions. ``False``:
+        always the Python loop.
 
     Returns
     -------
@@ -1165,20 +1173,38 @@ def fit_evidence_regression(
     kw = dict(beta=beta, fixed_beta=fixed_beta, start=start, max_iter=max_iter, tol=tol,
               alignment_test=alignment_test, noise_warmup=noise_warmup, priors=priors,
               warm_start=warm_start, warn=warn, callback=callback, refresh=refresh, report=report)
+    tiered = False
     if compiled == "auto":
         compiled = _compiled_basis(basis, priors, callback, refresh, report.every is not None)
     elif compiled:
         raise ValueError("compiled must be 'auto' or False.")
     if compiled:
         basis = compiled
-    kw["compiled"] = bool(compiled)
+        tiered = basis.n_samples * basis.n_basis <= TIER_MAX_ENTRIES and not _engine_pays()
+    kw["compiled"] = bool(compiled) and not tiered
+    begin = time.perf_counter()
     best = _fit_sequential(basis, t, **kw)
     if multistart == "auto":
         multistart = warm_start is None and len(t) <= MULTISTART_MAX_N
     if multistart:
         best = _multistart(basis, t, best, kw)
+    if tiered:
+        _TIER["python_seconds"] += time.perf_counter() - begin
     report(best.n_iter, best.active.size, best.log_evidence, final=True, converged=best.converged)
     return best
+
+
+_TIER = {"python_seconds": 0.0}  # time this process spent in Python on climbs the engine could run
+
+
+def _engine_pays():
+    """Whether the compiled engine is loaded, or Python climbs have cost as much as loading it.
+
+    The rule of renting skis: a process that fits many small problems pays
+    at most twice what it would have with the engine from the start.
+    """
+    loaded = "rvm_ppl._evidence_engine" in sys.modules
+    return loaded or _TIER["python_seconds"] >= ENGINE_LOAD_SECONDS
 
 
 def _compiled_basis(basis, priors, callback, refresh, progress):

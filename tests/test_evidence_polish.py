@@ -1,8 +1,12 @@
-"""The Newton polish of the fast evidence maximiser."""
+"""The Newton polish of the fast evidence maximiser; which loop runs a process's first fits."""
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 
+from rvm_ppl import _evidence_engine
 from rvm_ppl import evidence as ev
 from rvm_ppl.datasets import make_sinc
 from rvm_ppl.evidence import evidence_newton_terms, fit_evidence_regression, newton_direction
@@ -88,3 +92,35 @@ def test_the_engine_polishes_as_the_python_loop_does():
     assert a.counts["polish"] == b.counts["polish"] >= 1
     assert a.n_iter == b.n_iter
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9)
+
+
+def test_first_climbs_run_in_python_until_they_cost_the_engines_load(monkeypatch):
+    Phi, t = _creeping()
+    calls = []
+    real = _evidence_engine.run
+    monkeypatch.setattr(_evidence_engine, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(ev, "_engine_pays",
+                        lambda: ev._TIER["python_seconds"] >= ev.ENGINE_LOAD_SECONDS)
+    monkeypatch.setitem(ev._TIER, "python_seconds", 0.0)
+    first = fit_evidence_regression(Phi, t)
+    assert not calls and ev._TIER["python_seconds"] > 0
+    monkeypatch.setitem(ev._TIER, "python_seconds", ev.ENGINE_LOAD_SECONDS)
+    later = fit_evidence_regression(Phi, t)
+    assert calls
+    assert later.n_iter == first.n_iter
+    assert later.log_evidence == pytest.approx(first.log_evidence, rel=1e-9)
+    # Above TIER_MAX_ENTRIES the engine runs from the first climb.
+    calls.clear()
+    monkeypatch.setitem(ev._TIER, "python_seconds", 0.0)
+    monkeypatch.setattr(ev, "TIER_MAX_ENTRIES", 10)
+    fit_evidence_regression(Phi, t)
+    assert calls
+
+
+def test_a_single_small_fit_leaves_numba_unloaded():
+    code = ("import sys; from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
+            "X, y = make_sinc(100, random_state=0); m = RVR().fit(X, y); "
+            "print(len(m.relevance_), 'numba' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    n_rv, loaded = out.stdout.split()
+    assert int(n_rv) > 0 and loaded == "False"
