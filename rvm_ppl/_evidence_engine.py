@@ -93,6 +93,25 @@ def _cholesky(H):
 
 
 @njit(cache=True, error_model="numpy")
+def _cho_solve(L, b):
+    """Solve ``(L L^T) x = b`` by forward and back substitution."""
+    n = L.shape[0]
+    z = np.empty(n)
+    for i in range(n):
+        s = b[i]
+        for p in range(i):
+            s -= L[i, p] * z[p]
+        z[i] = s / L[i, i]
+    x = np.empty(n)
+    for i in range(n - 1, -1, -1):
+        s = z[i]
+        for p in range(i + 1, n):
+            s -= L[p, i] * x[p]
+        x[i] = s / L[i, i]
+    return x
+
+
+@njit(cache=True, error_model="numpy")
 def _factor(GT, act, k, alpha, beta):
     """Lower Cholesky factor of ``beta Phi_A^T Phi_A + A`` (Tipping 2001, eq. 12), ok flag."""
     H = np.empty((k, k))
@@ -313,18 +332,7 @@ def _drift(GT, act, k, alpha, beta, proj, S, Q, idx):
     if not ok:
         return -1.0
     # mu = beta H^{-1} Phi_A^T t by two triangular solves.
-    z = np.empty(k)
-    for i in range(k):
-        s = proj[act[i]]
-        for p in range(i):
-            s -= L[i, p] * z[p]
-        z[i] = s / L[i, i]
-    mu = np.empty(k)
-    for i in range(k - 1, -1, -1):
-        s = z[i]
-        for p in range(i + 1, k):
-            s -= L[p, i] * mu[p]
-        mu[i] = s / L[i, i]
+    mu = _cho_solve(L, proj[act[:k]])
     worst = 0.0
     b = np.empty(k)
     for m in idx:
@@ -500,19 +508,9 @@ def _direction(g, H):
             P[i, i] += lam
         L, ok = _cholesky(P)
         if ok:
-            z = np.empty(n)
-            for i in range(n):
-                s = g[i]
-                for p in range(i):
-                    s -= L[i, p] * z[p]
-                z[i] = s / L[i, i]
-            x = np.empty(n)
+            x = _cho_solve(L, g)
             big = _TINY
-            for i in range(n - 1, -1, -1):
-                s = z[i]
-                for p in range(i + 1, n):
-                    s -= L[p, i] * x[p]
-                x[i] = s / L[i, i]
+            for i in range(n):
                 big = max(big, abs(x[i]))
             x *= min(1.0, _POLISH_MAX_STEP / big)
             return True, x

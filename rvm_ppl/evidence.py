@@ -784,6 +784,18 @@ class _Model:
             objective_trace=objective_trace,
         )
 
+    def load_core(self):
+        """Exact ``Sigma, mu``, residual and log evidence at the current ``alpha, beta``.
+
+        ``S, Q`` keep their (drift-checked) rank-one updates except on the
+        model, where they follow from ``Sigma, mu``; returns the statistics.
+        """
+        core = self.full_statistics(factors=False)
+        self.Sigma, self.mu, self.ED = core["Sigma"], core["mu"], core["ED"]
+        self.logml = core["logml"]
+        self.pin_active()
+        return core
+
     def load(self, stats):
         self.beta = stats["beta"]
         self.Sigma, self.mu = stats["Sigma"], stats["mu"]
@@ -1529,8 +1541,8 @@ def newton_direction(g, H):
         P = -H
         P.flat[:: n + 1] += lam
         c, info = lapack.dpotrf(P, lower=1, clean=1)
-        if info == 0 and np.all(np.isfinite(c)):
-            step, _ = lapack.dpotrs(c, g, lower=1)
+        if info == 0 and np.isfinite(c[-1, -1]):  # as in _chol, without its jitter
+            step = _cho_solve(c, g)
             largest = max(float(np.max(np.abs(step))), np.finfo(float).tiny)
             return step * min(1.0, POLISH_MAX_STEP / largest)
         lam = 1e-8 * top if lam == 0.0 else 10.0 * lam
@@ -1546,10 +1558,7 @@ def _polish(model, beta_max, free_beta):
     model with exact ``Sigma, mu`` and log evidence (and exact ``S, Q`` if
     it moved); returns whether it moved.
     """
-    core = model.full_statistics(factors=False)
-    model.Sigma, model.mu, model.ED = core["Sigma"], core["mu"], core["ED"]
-    model.logml = core["logml"]
-    model.pin_active()
+    core = model.load_core()
     start = current = model.logml
     alpha, beta = model.alpha.copy(), model.beta
     k = alpha.size
@@ -1588,9 +1597,7 @@ def _update_noise(model, beta_max, c=0.0, d=0.0):
     """
     # Exact Sigma, mu and evidence at the current beta; S, Q keep their
     # (drift-checked) rank-one updates unless beta moves.
-    core = model.full_statistics(factors=False)
-    model.Sigma, model.mu, model.ED, model.logml = core["Sigma"], core["mu"], core["ED"], core["logml"]
-    model.pin_active()
+    model.load_core()
     current = model.logml
     gamma = 1.0 - model.alpha * np.diag(model.Sigma)
     if c or d:
