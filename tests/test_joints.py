@@ -11,6 +11,7 @@ import arviz as az
 import numpy as np
 import pymc as pm
 import pytest
+from _short_runs import ADVI_WINDOW, FAST, short
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
@@ -20,7 +21,6 @@ from rvm_ppl.datasets import load_ripley, make_sinc
 from rvm_ppl.kernels import RBF, design_matrix
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
-FAST = {"draws": 150, "tune": 150, "chains": 2}
 pytestmark = [
     pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
@@ -116,7 +116,7 @@ def test_building_the_inference_data_twice_gives_the_same_numbers(sinc):
     from rvm_ppl._idata import to_idata
 
     X, y = sinc
-    m = RVR(gamma=1 / 9, random_state=0, **FAST).fit(X, 50 * y, method="advi")
+    m = RVR(gamma=1 / 9, random_state=0, **short("advi")).fit(X, 50 * y, method="advi")
     r = m.result_
     Phi = m._design(X, r.support)
     a = to_idata(r, y=m.y_fit_, Phi=Phi, random_state=0)
@@ -247,7 +247,8 @@ def test_loo_compare_and_plot_ppc_across_the_four_methods():
         "ripley": (RVC(gamma=4.0, random_state=0, **FAST), Xr[::5], yr[::5]),
     }
     for name, (est, Xp, yp) in problems.items():
-        fits = {m: est.fit(Xp, yp, method=m).idata_ for m in ("evidence", "vb", "advi", "nuts")}
+        fits = {m: est.set_params(**short(m)).fit(Xp, yp, method=m).idata_
+                for m in ("evidence", "vb", "advi", "nuts")}
         for method, idata in fits.items():
             loo = az.loo(idata)
             assert np.isfinite(loo.elpd_loo), (name, method)
@@ -326,7 +327,8 @@ def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
 def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
     X, y = sinc
     with caplog.at_level(logging.INFO):
-        RVR(gamma=1 / 9, random_state=0, draws=20).fit(X, y, method="advi")
+        RVR(gamma=1 / 9, random_state=0, draws=20,
+            sample_kwargs={"window": ADVI_WINDOW}).fit(X, y, method="advi")
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("ADVI converged at iteration") for m in messages)
     assert not any(m.startswith("Interrupted at") for m in messages)
@@ -357,7 +359,7 @@ def test_a_fresh_process_fits_advi_without_foreign_warnings():
 
     code = ("from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
             "X, y = make_sinc(30, random_state=0); "
-            "RVR(gamma=1 / 9, draws=20).fit(X, y, method='advi')")
+            "RVR(gamma=1 / 9, draws=20, sample_kwargs={'window': 250}).fit(X, y, method='advi')")
     run = subprocess.run([sys.executable, "-W", "error::UserWarning", "-W",
                           "ignore::FutureWarning", "-c", code],
                          capture_output=True, text=True, timeout=300)

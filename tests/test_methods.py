@@ -4,13 +4,13 @@ import logging
 
 import numpy as np
 import pytest
+from _short_runs import ADVI_WINDOW, short
 
 from rvm_ppl import RVC, RVR
 from rvm_ppl.datasets import load_ripley, make_sinc, sinc
 from rvm_ppl.inference import _FIT_METHODS
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
-FAST = {"draws": 150, "tune": 150, "chains": 2}
 # Chains this short cannot pass r-hat <= 1.01 / ESS >= 100 per chain; the
 # warning is tested in test_sampling.py, the plumbing here.
 pytestmark = pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning")
@@ -24,7 +24,7 @@ def data():
 @pytest.fixture(scope="module")
 def fits(data):
     X, y = data
-    return {m: RVR(gamma=1 / 9, random_state=0, **FAST).fit(X, y, method=m) for m in _FIT_METHODS}
+    return {m: RVR(gamma=1 / 9, random_state=0, **short(m)).fit(X, y, method=m) for m in _FIT_METHODS}
 
 
 def test_every_method_returns_the_same_layout(fits):
@@ -75,8 +75,8 @@ def test_predictive_moments_match_posterior_draws(fits, data):
 @pytest.mark.parametrize("method", sorted(_FIT_METHODS))
 def test_same_random_state_same_result(data, method):
     X, y = data
-    a = RVR(gamma=1 / 9, random_state=7, **FAST).fit(X, y, method=method)
-    b = RVR(gamma=1 / 9, random_state=7, **FAST).fit(X, y, method=method)
+    a = RVR(gamma=1 / 9, random_state=7, **short(method)).fit(X, y, method=method)
+    b = RVR(gamma=1 / 9, random_state=7, **short(method)).fit(X, y, method=method)
     np.testing.assert_array_equal(a.idata_.posterior["w"].values, b.idata_.posterior["w"].values)
     np.testing.assert_array_equal(a.predict(X, return_std=True), b.predict(X, return_std=True))
 
@@ -84,7 +84,7 @@ def test_same_random_state_same_result(data, method):
 @pytest.mark.parametrize("method", ["advi", "nuts"])
 def test_classifier_sampling_methods(method):
     X, y, Xt, yt = load_ripley()
-    c = RVC(gamma=4.0, random_state=0, **FAST).fit(X[::5], y[::5], method=method)
+    c = RVC(gamma=4.0, random_state=0, **short(method)).fit(X[::5], y[::5], method=method)
     P = c.predict_proba(Xt)
     assert c.score(Xt, yt) > 0.8
     assert "beta" not in c.idata_.posterior
@@ -122,7 +122,7 @@ def test_advi_is_in_the_units_of_y(data):
     """
     X, y = data
     f = 1e3
-    kw = dict(gamma=1 / 9, random_state=0, draws=50)
+    kw = dict(gamma=1 / 9, random_state=0, draws=50, sample_kwargs={"window": ADVI_WINDOW})
     a = RVR(**kw).fit(X, y, method="advi").idata_
     b = RVR(**kw).fit(X, f * y, method="advi").idata_
     np.testing.assert_allclose(b.posterior["alpha"], a.posterior["alpha"] / f**2, rtol=1e-6)
