@@ -63,6 +63,41 @@ def test_failed_factorisation_returns_none_for_the_python_fallback():
     assert res is None
 
 
+def test_compiled_ascent_with_a_model_of_hundreds_of_bases():
+    # Boston with a narrow kernel keeps about 90 of 385 bases: the engine's
+    # factors and products come from LAPACK and BLAS from _LAPACK_MIN_N on.
+    from rvm_ppl.datasets import load_boston
+
+    X, y = load_boston()
+    X = (X - X.mean(0)) / X.std(0)
+    Phi, t = design_matrix(X[:385], X[:385], RBF(0.3)), (y[:385] - y[:385].mean()) / y[:385].std()
+    a = fit_evidence_regression(Phi, t)
+    b = fit_evidence_regression(Phi, t, compiled=False)
+    assert a.active.size > 2 * _evidence_engine._LAPACK_MIN_N
+    assert a.n_iter == b.n_iter and a.counts == b.counts
+    np.testing.assert_array_equal(a.active, b.active)
+    assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9)
+    assert a.log_evidence == pytest.approx(log_evidence_dense(Phi, t, a.alpha, a.beta), rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [5, 40])  # the loop and LAPACK
+def test_cholesky_flags_what_is_not_positive_definite(n, rng):
+    A = rng.normal(size=(n, n))
+    H = A @ A.T + n * np.eye(n)
+    L, ok = _evidence_engine._cholesky(H)
+    assert ok
+    np.testing.assert_allclose(L, np.linalg.cholesky(H), rtol=1e-12, atol=1e-12)
+    Sigma = np.zeros((n + 2, n + 2))
+    logdet = _evidence_engine._covariance(L, Sigma)
+    np.testing.assert_allclose(Sigma[:n, :n], np.linalg.inv(H), rtol=1e-9, atol=1e-12)
+    assert logdet == pytest.approx(np.linalg.slogdet(H)[1], rel=1e-12)
+    off = H.copy()
+    off[n - 1, 1] = off[1, n - 1] = np.nan
+    indefinite = H - 2 * np.linalg.eigvalsh(H)[-1] * np.eye(n)
+    for bad in (indefinite, np.where(np.eye(n) > 0, np.nan, H), off):
+        assert not _evidence_engine._cholesky(bad)[1]
+
+
 def test_a_callback_keeps_the_python_loop():
     Phi, t = _problem(40, 0)
     seen = []
