@@ -20,9 +20,9 @@ factorisation that fails (a numerically singular posterior precision)
 returns :data:`FAILED` and the caller reruns the climb in Python, under the
 jitter policy of :func:`rvm_ppl._linalg.cholesky_jittered`.
 
-The first call on a machine compiles the engine (about 15 s on a 2-core
+The first call on a machine compiles the engine (15-40 s on a 2-core
 machine) and caches the machine code on disk (``cache=True``); the first
-call in a later process loads it (0.3-0.4 s with Numba's runtime), which
+call in a later process loads it (0.3-0.9 s with Numba's runtime), which
 is why a process's first small fits run in Python
 (:func:`rvm_ppl.evidence.fit_evidence_regression`, ``compiled``).
 """

@@ -118,7 +118,7 @@ def test_first_climbs_run_in_python_until_they_cost_the_engines_load(monkeypatch
 
 
 def test_a_single_small_fit_leaves_numba_and_sklearn_callbacks_unloaded():
-    """Neither Numba (0.3-0.4 s) nor scikit-learn's callback machinery (40-50 ms) is loaded."""
+    """Neither Numba (0.3-0.9 s) nor scikit-learn's callback machinery (40-50 ms) is loaded."""
     code = ("import sys; from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
             "X, y = make_sinc(100, random_state=0); m = RVR().fit(X, y); "
             "print(len(m.relevance_), 'numba' in sys.modules, 'sklearn.callback' in sys.modules)")
