@@ -174,6 +174,28 @@ def _covariance(L, Sigma):
 
 
 @njit(cache=True, error_model="numpy")
+def _whiten(L, B, mu, sq, gm):
+    """``B <- L^{-1} B`` for the ``k x n`` cross products ``B = Phi_A^T Phi_idx``.
+
+    Forward substitution a row at a time, so that the inner loops run over
+    contiguous columns; adds each column's ``||L^{-1} g||^2`` to ``sq`` and
+    ``g^T mu`` to ``gm`` (Tipping & Faul 2003, eqs. 22-23).
+    """
+    k, n = B.shape
+    for i in range(k):
+        Bi, lii, mi = B[i], L[i, i], mu[i]
+        for c in range(n):  # B[i] still holds g_i
+            gm[c] += Bi[c] * mi
+        for p in range(i):
+            lip, Bp = L[i, p], B[p]
+            for c in range(n):
+                Bi[c] -= lip * Bp[c]
+        for c in range(n):
+            Bi[c] /= lii
+            sq[c] += Bi[c] * Bi[c]
+
+
+@njit(cache=True, error_model="numpy")
 def _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, factors):
     """Recompute ``Sigma, mu`` (and ``S, Q`` with ``factors``) from scratch.
 
@@ -204,26 +226,12 @@ def _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, f
     if factors:
         if k:
             # ||L^{-1} g_m||^2 rather than g_m^T Sigma g_m: the explicit
-            # covariance loses digits to the conditioning of H. Rows of
-            # B = L^{-1} Phi_A^T Phi by forward substitution, M at a time.
-            B = np.empty((k, M))
-            S[:] = 0.0
-            Q[:] = proj
-            for i in range(k):
-                Bi, Gi = B[i], GT[i]
-                Bi[:] = Gi
-                for p in range(i):
-                    lip, Bp = L[i, p], B[p]
-                    for m in range(M):
-                        Bi[m] -= lip * Bp[m]
-                inv, mi = 1.0 / L[i, i], mu[i]
-                for m in range(M):
-                    Bi[m] *= inv
-                    S[m] += Bi[m] * Bi[m]
-                    Q[m] -= mi * Gi[m]
+            # covariance loses digits to the conditioning of H.
+            sq, gm = np.zeros(M), np.zeros(M)
+            _whiten(L, GT[:k].copy(), mu, sq, gm)
             for m in range(M):
-                S[m] = beta - beta * beta * S[m]
-                Q[m] *= beta
+                S[m] = beta - beta * beta * sq[m]
+                Q[m] = beta * (proj[m] - gm[m])
         else:
             S[:] = beta
             Q[:] = beta * proj
@@ -360,23 +368,13 @@ def _drift(GT, act, k, alpha, beta, proj, S, Q, idx):
         return -1.0
     # mu = beta H^{-1} Phi_A^T t by two triangular solves.
     mu = _cho_solve(L, proj[act[:k]])
-    # B = L^{-1} G[:, idx] by forward substitution, a row at a time so that
-    # the inner loops run over contiguous columns.
     n = idx.size
     B = np.empty((k, n))
-    sq, gm = np.zeros(n), np.zeros(n)
     for i in range(k):
-        Bi, Gi, lii, mi = B[i], GT[i], L[i, i], mu[i]
         for c in range(n):
-            Bi[c] = Gi[idx[c]]
-        for p in range(i):
-            lip, Bp = L[i, p], B[p]
-            for c in range(n):
-                Bi[c] -= lip * Bp[c]
-        for c in range(n):
-            Bi[c] /= lii
-            sq[c] += Bi[c] * Bi[c]
-            gm[c] += Gi[idx[c]] * mi
+            B[i, c] = GT[i, idx[c]]
+    sq, gm = np.zeros(n), np.zeros(n)
+    _whiten(L, B, mu, sq, gm)
     worst = 0.0
     for c in range(n):
         m = idx[c]
