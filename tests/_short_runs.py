@@ -10,6 +10,7 @@ FAST = {"draws": 150, "tune": 150, "chains": 2}
 ADVI_WINDOW = 250
 
 
-def short(method):
-    """Estimator keyword arguments for a short fit by ``method``."""
-    return {**FAST, "sample_kwargs": {"window": ADVI_WINDOW} if method == "advi" else None}
+def short(method, **settings):
+    """Estimator keyword arguments for a short fit by ``method`` (``settings`` override FAST)."""
+    advi = {"window": ADVI_WINDOW} if method == "advi" else None
+    return {**FAST, **settings, "sample_kwargs": advi}

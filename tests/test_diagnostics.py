@@ -13,7 +13,7 @@ import arviz as az
 import numpy as np
 import pytest
 import xarray as xr
-from _short_runs import ADVI_WINDOW
+from _short_runs import short
 from scipy import special, stats
 
 from rvm_ppl import RVC, RVR
@@ -409,10 +409,9 @@ def test_loo_table_ranks_a_clearly_worse_fit_last(sinc30):
 # -- 4. Summary on real fits -----------------------------------------------
 def test_summary_table_on_tiny_real_fits(sinc30):
     X, y, Xt, yt = sinc30
-    kw = dict(gamma=1 / 9, random_state=0, draws=200, tune=200, chains=2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # short runs: NUTS's r-hat and ADVI's convergence
-        fits = {m: RVR(**kw, sample_kwargs={"window": ADVI_WINDOW} if m == "advi" else None)
+        fits = {m: RVR(gamma=1 / 9, random_state=0, **short(m, draws=200, tune=200))
                 .fit(X, y, method=m) for m in ("evidence", "vb", "advi", "nuts")}
         table = summary_table(fits, X_test=Xt, y_test=yt, n_draws=500,
                               fit_times={"evidence": 0.1, "vb": 0.1})

@@ -327,8 +327,7 @@ def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
 def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
     X, y = sinc
     with caplog.at_level(logging.INFO):
-        RVR(gamma=1 / 9, random_state=0, draws=20,
-            sample_kwargs={"window": ADVI_WINDOW}).fit(X, y, method="advi")
+        RVR(gamma=1 / 9, random_state=0, **short("advi", draws=20)).fit(X, y, method="advi")
     messages = [r.getMessage() for r in caplog.records]
     assert any(m.startswith("ADVI converged at iteration") for m in messages)
     assert not any(m.startswith("Interrupted at") for m in messages)
@@ -359,7 +358,8 @@ def test_a_fresh_process_fits_advi_without_foreign_warnings():
 
     code = ("from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
             "X, y = make_sinc(30, random_state=0); "
-            "RVR(gamma=1 / 9, draws=20, sample_kwargs={'window': 250}).fit(X, y, method='advi')")
+            f"RVR(gamma=1 / 9, draws=20, sample_kwargs={{'window': {ADVI_WINDOW}}})"
+            ".fit(X, y, method='advi')")
     run = subprocess.run([sys.executable, "-W", "error::UserWarning", "-W",
                           "ignore::FutureWarning", "-c", code],
                          capture_output=True, text=True, timeout=300)

@@ -4,7 +4,7 @@ import logging
 
 import numpy as np
 import pytest
-from _short_runs import ADVI_WINDOW, short
+from _short_runs import short
 
 from rvm_ppl import RVC, RVR
 from rvm_ppl.datasets import load_ripley, make_sinc, sinc
@@ -122,7 +122,7 @@ def test_advi_is_in_the_units_of_y(data):
     """
     X, y = data
     f = 1e3
-    kw = dict(gamma=1 / 9, random_state=0, draws=50, sample_kwargs={"window": ADVI_WINDOW})
+    kw = dict(gamma=1 / 9, random_state=0, **short("advi", draws=50))
     a = RVR(**kw).fit(X, y, method="advi").idata_
     b = RVR(**kw).fit(X, f * y, method="advi").idata_
     np.testing.assert_allclose(b.posterior["alpha"], a.posterior["alpha"] / f**2, rtol=1e-6)
