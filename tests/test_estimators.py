@@ -84,7 +84,7 @@ def test_idata_is_reproducible(sinc):
     np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("factor", [1e-6, 1e6])
+@pytest.mark.parametrize("factor", [1e-140, 1e-6, 1e6, 1e140])
 def test_scale_invariance(fitted, sinc, factor):
     X, y = sinc
     m = RVR(gamma=1 / 9).fit(X, y * factor)
@@ -140,6 +140,9 @@ BAD_INPUTS = [
     ("1-D X", lambda X, y: (X[:, 0], y), "Expected 2D array"),
     ("one sample", lambda X, y: (X[:1], y[:1]), "minimum of 2 is required"),
     ("non-numeric", lambda X, y: (np.full(X.shape, "a"), y), "could not convert"),
+    # std(y) squared would leave float64's range (y ** 2 overflows, or underflows to 0).
+    ("targets of sd 1e199", lambda X, y: (X, y * 1e200), "standard deviation is .*e\\+199"),
+    ("targets of sd 1e-201", lambda X, y: (X, y * 1e-200), "standard deviation is .*e-201"),
 ]
 
 
