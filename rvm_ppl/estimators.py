@@ -89,7 +89,11 @@ class _RVMBase(BaseEstimator):
         """A fresh kernel for this fit: changing ``kernel`` later leaves ``kernel_`` alone."""
         gamma = self.gamma
         if isinstance(gamma, str):  # "scale", as in sklearn.svm.SVR
-            var = X.var()
+            with np.errstate(over="ignore"):
+                var = X.var()
+            if not np.isfinite(var):
+                raise ValueError("gamma='scale' needs the variance of X, which overflows float64; "
+                                 "rescale X (for example with StandardScaler).")
             gamma = 1.0 / (X.shape[1] * var) if var > 0 else 1.0
         elif np.any(np.asarray(gamma, dtype=float) < 0):
             raise ValueError(f"gamma must be non-negative; got {self.gamma!r}.")

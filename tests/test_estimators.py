@@ -153,6 +153,12 @@ def test_bad_input_gets_a_clear_value_error(sinc, name, make, message):
         RVR(gamma=0.1).fit(X, y)
 
 
+def test_scale_gamma_refuses_x_whose_variance_overflows(sinc):
+    X, y = sinc
+    with pytest.raises(ValueError, match="variance of X"):
+        RVR().fit(X * 1e300, y)
+
+
 def test_bad_parameters(sinc):
     X, y = sinc
     with pytest.raises(ValueError, match="method"):
