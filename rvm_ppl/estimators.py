@@ -550,6 +550,7 @@ class RVR(RegressorMixin, _RVMBase):
         """
         method = self._check_method(method)
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        y = y.astype(np.float64, copy=False)  # y_numeric keeps integer and boolean targets
         if np.ptp(y) == 0:
             return self._fit_constant(X, y, method)
         kernel = self._make_kernel(X)

@@ -153,6 +153,16 @@ def test_bad_input_gets_a_clear_value_error(sinc, name, make, message):
         RVR(gamma=0.1).fit(X, y)
 
 
+def test_boolean_and_integer_targets_fit_as_their_float_values(sinc):
+    X, y = sinc
+    b = y > 0
+    as_float = RVR(gamma=1 / 9).fit(X, b.astype(float))
+    for targets in (b, b.astype(int)):
+        m = RVR(gamma=1 / 9).fit(X, targets)
+        np.testing.assert_array_equal(m.relevance_, as_float.relevance_)
+        assert m.log_evidence_ == as_float.log_evidence_
+
+
 def test_scale_gamma_refuses_x_whose_variance_overflows(sinc):
     X, y = sinc
     with pytest.raises(ValueError, match="variance of X"):
