@@ -56,6 +56,8 @@ RELEVANCE_GAMMA = 0.5
 DEFAULT_MAX_ITER = {"evidence": 10_000, "vb": 5_000, "advi": 50_000}
 DEFAULT_TOL = {"evidence": 1e-3, "vb": 1e-7, "advi": 1e-2}
 
+TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
+
 
 @dataclass(frozen=True)
 class FitResult:
@@ -411,9 +413,6 @@ def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, rando
 
 
 _FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
-
-
-TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
 
 
 def _target_scale(y):
