@@ -144,6 +144,18 @@ def model_spec(model):
     return ModelSpec(likelihood, "centered", {})
 
 
+def _fixed_precision(value, name, shape):
+    """A fixed ``alpha`` (broadcast to ``shape``) or ``beta``, checked; None stays None."""
+    if value is None:
+        return None
+    v = np.asarray(value, dtype=float)
+    if v.ndim and v.shape != shape:
+        raise ValueError(f"{name} has shape {v.shape}; expected a scalar or {shape}.")
+    if not (np.isfinite(v).all() and (v > 0).all()):
+        raise ValueError(f"A fixed {name} must be positive and finite; got {value!r}.")
+    return np.broadcast_to(v, shape)
+
+
 def build_model(
     Phi,
     y,
@@ -273,8 +285,13 @@ def build_model(
     N, M = Phi.shape
     if y.shape != (N,):
         raise ValueError(f"y has shape {y.shape}; expected ({N},) to match Phi.")
+    if N == 0 or M == 0:
+        raise ValueError(f"Phi has shape {Phi.shape}: the model needs at least one row and one "
+                         "basis function (column).")
     if not (np.isfinite(Phi).all() and np.isfinite(y).all()):
         raise ValueError("Phi and y must be finite (no NaN or inf).")
+    alpha = _fixed_precision(alpha, "alpha", (M,))
+    beta = _fixed_precision(beta, "beta", ())
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"Unknown likelihood {likelihood!r}; expected one of {list(LIKELIHOODS)}.")
     if low_rank not in (None, True, False):
@@ -308,7 +325,7 @@ def build_model(
     coords = {"basis": basis}
     spec = ModelSpec(
         likelihood, parameterization, p,
-        alpha=None if alpha is None else np.broadcast_to(np.asarray(alpha, dtype=float), (M,)),
+        alpha=alpha,
         beta=None if beta is None else float(beta),
     )
 
@@ -332,7 +349,7 @@ def build_model(
         if alpha is None:
             alpha_v = pm.Gamma("alpha", alpha=p["a"], beta=p["b"], dims="basis")  # eq. (6)
         else:
-            alpha_v = pt.as_tensor_variable(np.broadcast_to(np.asarray(alpha, dtype=float), (M,)))
+            alpha_v = pt.as_tensor_variable(alpha)
         if likelihood == "gaussian":
             if beta is None:
                 beta_v = pm.Gamma("beta", alpha=p["c"], beta=p["d"])  # §2.1, noise precision

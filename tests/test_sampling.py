@@ -142,6 +142,28 @@ def test_marginal_logp_and_gradient_match_dense_mvnormal(rng):
     np.testing.assert_array_equal(grad[M + 1:], 0.0)  # d/d w_std of N(0, 1) at 0
 
 
+BAD_MODELS = [
+    ("no rows", lambda P, y: (P[:0], y[:0]), {}, "at least one row"),
+    ("no columns", lambda P, y: (P[:, :0], y), {}, "at least one row and one basis"),
+    ("1-D Phi", lambda P, y: (P[:, 0], y), {}, "2-D design matrix"),
+    ("short y", lambda P, y: (P, y[:-1]), {}, "to match Phi"),
+    ("NaN in Phi", lambda P, y: (np.where(P > 0.99, np.nan, P), y), {}, "finite"),
+    ("alpha of the wrong length", lambda P, y: (P, y), {"alpha": np.ones(2)}, r"alpha has shape \(2,\)"),
+    ("alpha of zero", lambda P, y: (P, y), {"alpha": 0.0}, "positive and finite"),
+    ("infinite alpha", lambda P, y: (P, y), {"alpha": np.inf}, "positive and finite"),
+    ("negative beta", lambda P, y: (P, y), {"beta": -1.0}, "positive and finite"),
+    ("beta of shape (3,)", lambda P, y: (P, y), {"beta": np.ones(3)}, r"beta has shape \(3,\)"),
+]
+
+
+@pytest.mark.parametrize("make,kw,match", [b[1:] for b in BAD_MODELS], ids=[b[0] for b in BAD_MODELS])
+def test_build_model_refuses_what_defines_no_model(tiny, make, kw, match):
+    _, y, _, Phi, _ = tiny
+    Phi, y = make(Phi, y)
+    with pytest.raises(ValueError, match=match):
+        build_model(Phi, y, parameterization="centered", **kw)
+
+
 def test_warning_thresholds():
     ok = dict(n_divergences=0, max_rhat=1.005, max_rhat_at="log_beta",
               min_ess_bulk=2 * ESS_MIN_PER_CHAIN, min_ess_bulk_at="log_beta")
