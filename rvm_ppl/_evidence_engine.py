@@ -36,7 +36,7 @@ from . import evidence as _ev
 
 OK, FAILED = 0, 1
 ADD, REESTIMATE, DELETE = 0, 1, 2
-COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh", "polish")
+COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh", "polish", "refused")
 
 # Constants are frozen into the compiled code.
 _ZERO_FACTOR = _ev.ZERO_FACTOR
@@ -630,7 +630,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     blocker = np.full(M, -1, dtype=np.int64)
     S = np.empty(M)
     Q = np.empty(M)
-    counts = np.zeros(7, dtype=np.int64)
+    counts = np.zeros(8, dtype=np.int64)
     trace = np.empty(max_iter + 2)
     top = np.empty(_DRIFT_SAMPLE, dtype=np.int64)
     idx = np.empty(cap + 2 * _DRIFT_SAMPLE, dtype=np.int64)
@@ -686,6 +686,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
             update_noise = terminate or kk <= _BETA_UPDATE_START or kk % _BETA_UPDATE_FREQUENCY == 0
 
         if not terminate:
+            before = logml
             if action == ADD:
                 r = _column(slot, Gc, n_cols, Phi, scale, best)
                 _add(Gc[r], best, new, act, k, alpha, Sigma, mu, GT, S, Q, beta)
@@ -705,6 +706,25 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
                         _unblock(GT, act, k, best, blocker)
             _pin(act, k, alpha, Sigma, mu, S, Q)
             logml += gain
+            if action == ADD:
+                # An addition the exact evidence does not confirm is undone
+                # (rvm_ppl.evidence._refuse).
+                ok, _, exact = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sig2, mu2,
+                                           S, Q, False)
+                if not ok:
+                    return failed
+                if exact < before:
+                    k = _change(best, 0.0, True, act, k, alpha, Sigma, mu, GT, S, Q, beta)
+                    in_model[best] = False
+                    if alignment_test:
+                        _unblock(GT, act, k, best, blocker)
+                    blocker[best] = M
+                    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu,
+                                                S, Q, True)
+                    if not ok:
+                        return failed
+                    _pin(act, k, alpha, Sigma, mu, S, Q)
+                    counts[7] += 1
 
         noise_moved = False
         if update_noise:
@@ -787,6 +807,6 @@ def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, a
         _ev.warn_not_converged(max_iter)
     return _ev._state_result(
         scale, act, alpha, mu, Sigma, S, Q, float(beta), float(logml), trace, int(n_iter),
-        bool(converged), aligned=np.flatnonzero(blocker >= 0),
+        bool(converged), aligned=np.flatnonzero((blocker >= 0) & (blocker < blocker.size)),
         counts=dict(zip(COUNT_KEYS, counts.tolist())),
     )
