@@ -704,11 +704,14 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
                     counts[2] += 1
                     if alignment_test:
                         _unblock(GT, act, k, best, blocker)
+                    for m in range(M):  # refused candidates: the span has shrunk
+                        if blocker[m] == M:
+                            blocker[m] = -1
             _pin(act, k, alpha, Sigma, mu, S, Q)
             logml += gain
             if action == ADD:
-                # An addition the exact evidence does not confirm is undone
-                # (rvm_ppl.evidence._refuse).
+                # An addition the exact evidence does not confirm is undone,
+                # the candidate refused until a deletion (rvm_ppl.evidence._refuse).
                 ok, _, exact = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sig2, mu2,
                                            S, Q, False)
                 if not ok:

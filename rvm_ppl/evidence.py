@@ -1012,7 +1012,7 @@ def _refuse(model, j, blocker, alignment_test):
     with it is too ill-conditioned for that prediction, and the exact
     objective after the addition can be lower: the next iteration deletes
     ``j`` again, and the ascent cycles. ``blocker[j] = M`` marks ``j`` as
-    refused (no basis in the model holds it, so no deletion releases it);
+    refused until the next deletion, which shrinks the span of the model;
     the statistics are recomputed without it.
     """
     model.delete(model.active.index(j))
@@ -1107,7 +1107,7 @@ def fit_evidence_regression(
     the basis in the model; where a candidate nearly lies in the span of
     the model (a wide kernel on a dense grid) the two can disagree, and an
     addition the exact evidence does not confirm is undone and the
-    candidate left out for the rest of the ascent (``counts["refused"]``).
+    candidate left out until a basis is deleted (``counts["refused"]``).
     So no step lowers the evidence, and the ascent cannot cycle between
     adding and deleting such a candidate.
 
@@ -1394,9 +1394,11 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
             else:
                 model.delete(model.active.index(best))
                 counts[DELETE] += 1
-                # Candidates blocked by the deleted basis become eligible again.
+                # Candidates blocked by the deleted basis become eligible again,
+                # and so do refused ones: the span of the model has shrunk.
                 if alignment_test:
                     _unblock(model, best, blocker)
+                blocker[blocker == M] = -1
             # The gain is the change in the objective; keep only its evidence part.
             model.logml += gain if priors is None else gain - (model.penalty(priors) - before)
             if action == ADD and (model.full_statistics(factors=False)["logml"] + model.penalty(priors)
