@@ -1004,7 +1004,7 @@ def _unblock(model, j, blocker):
 
 
 def _refuse(model, j, blocker, alignment_test):
-    """Undo the addition of basis ``j`` and keep it out for the rest of the ascent.
+    """Undo the addition of basis ``j`` and keep it out until the next deletion.
 
     An addition is chosen for the gain its statistics ``S_j, Q_j`` predict
     (Tipping & Faul 2003, eq. 27). Where ``phi_j`` nearly lies in the span
@@ -1013,7 +1013,9 @@ def _refuse(model, j, blocker, alignment_test):
     objective after the addition can be lower: the next iteration deletes
     ``j`` again, and the ascent cycles. ``blocker[j] = M`` marks ``j`` as
     refused until the next deletion, which shrinks the span of the model;
-    the statistics are recomputed without it.
+    the statistics are recomputed without it. The alignment test does not
+    take refused candidates over: a basis that did, and was itself refused,
+    would release them, and the two would cycle.
     """
     model.delete(model.active.index(j))
     if alignment_test:
