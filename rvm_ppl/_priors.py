@@ -15,6 +15,8 @@ DEFAULT_PRIORS = {"a": 1e-6, "b": 1e-6, "c": 1e-6, "d": 1e-6}
 # module docstring, "Hyperpriors of the classifier".
 BERNOULLI_PRIORS = {"a": 3.0, "b": 2.0}
 
+TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
+
 
 def resolve_priors(priors=None, defaults=None):
     """Complete and check a dict of Gamma hyperprior parameters.
@@ -55,3 +57,28 @@ def scale_priors(priors, scale):
     """
     p = resolve_priors(priors)
     return {**p, "b": p["b"] * scale**2, "d": p["d"] * scale**2}
+
+
+def target_scale(y):
+    """The standard deviation of the targets (1 when they are constant).
+
+    The methods fit ``y / std(y)`` and report ``alpha``, ``beta`` and the
+    covariances in ``y``'s units, which carry ``std(y)^2`` or its inverse:
+    outside :data:`TARGET_SCALE_RANGE` they would overflow or underflow, so
+    such targets are refused with a ``ValueError``.
+    """
+    with np.errstate(over="ignore", under="ignore"):
+        s = float(np.std(y))
+    lo, hi = TARGET_SCALE_RANGE
+    if lo <= s <= hi:
+        return s
+    # np.std squares y: recompute it on y / max|y| before judging it.
+    peak = float(np.max(np.abs(y), initial=0.0))
+    s = peak * float(np.std(y / peak)) if peak > 0 else 0.0
+    if s == 0:
+        return 1.0
+    raise ValueError(
+        f"The targets' standard deviation is {s:.3g}, outside [{lo:g}, {hi:g}]: their "
+        "precisions and noise variance in y's units would overflow or underflow float64. "
+        "Rescale y (for example y / y.std()) and scale the predictions back."
+    )

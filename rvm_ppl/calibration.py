@@ -86,9 +86,10 @@ def _standardised_priors(priors, scale):
 
 
 def _fit_closed_form(method, Phi, y, priors, labels):
+    from ._priors import target_scale
     from .inference import fit_evidence, fit_vb
 
-    p = _standardised_priors(priors, float(np.std(y)) or 1.0)
+    p = _standardised_priors(priors, target_scale(y))
     if method == "vb":
         return fit_vb(Phi, y, labels=labels, likelihood="gaussian", priors=p, max_iter=5000,
                       tol=1e-7)

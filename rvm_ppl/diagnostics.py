@@ -680,7 +680,7 @@ def _q_advi_weights(fit, rng, S, keep, priors):
 
 def _khat_inputs(fit, Phi, y, priors):
     """Return the InferenceData, design matrix, targets and hyperpriors of a fit."""
-    from ._priors import resolve_priors, scale_priors
+    from ._priors import resolve_priors, scale_priors, target_scale
     from .model import model_priors
 
     idata = getattr(fit, "idata_", fit)
@@ -702,7 +702,7 @@ def _khat_inputs(fit, Phi, y, priors):
             y = fit.y_fit_ if likelihood == "gaussian" else (fit.y_codes_ == 1).astype(float)
         if priors is None:
             if likelihood == "gaussian":
-                priors = scale_priors(fit.priors, float(np.std(y)) or 1.0)
+                priors = scale_priors(fit.priors, target_scale(y))
             elif idata.attrs["inference_method"] == "vb":
                 priors = resolve_priors(fit.priors)  # vb's hyperprior: the package default
             else:

@@ -41,7 +41,7 @@ from ._basis import DenseBasis
 from ._linalg import blas_limit
 
 _log = logging.getLogger("rvm_ppl")
-from ._priors import resolve_priors, scale_priors
+from ._priors import resolve_priors, scale_priors, target_scale
 from .evidence import fit_evidence_full, fit_evidence_regression
 from .evidence_laplace import fit_evidence_bernoulli
 from .scales import fit_eta_rvm
@@ -55,8 +55,6 @@ RELEVANCE_GAMMA = 0.5
 # observation (rvm_ppl.sampling).
 DEFAULT_MAX_ITER = {"evidence": 10_000, "vb": 5_000, "advi": 50_000}
 DEFAULT_TOL = {"evidence": 1e-3, "vb": 1e-7, "advi": 1e-2}
-
-TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
 
 
 @dataclass(frozen=True)
@@ -239,7 +237,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
         return _evidence_result(res, labels, likelihood)
     if priors is not None:
         priors = resolve_priors(priors)
-    scale = _target_scale(y)
+    scale = target_scale(y)
     t = y / scale
     beta = None if beta is None else beta * scale**2
     if solver == "fast":
@@ -295,7 +293,7 @@ def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, 
     """
     if priors is not None:
         priors = resolve_priors(priors)
-    scale = _target_scale(y)
+    scale = target_scale(y)
     res, eta, history = fit_eta_rvm(
         X, y / scale, eta0=eta0, bias=bias, priors=priors, extra_basis=extra_basis,
         schedule=schedule, alpha_tol=tol, alignment_test=alignment_test,
@@ -315,7 +313,7 @@ def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol, progressbar=F
     if isinstance(basis, np.ndarray):
         basis = DenseBasis(basis)
     if likelihood == "gaussian":
-        scale = _target_scale(y)
+        scale = target_scale(y)
         res = fit_vb_regression(basis, y / scale, **p, max_iter=max_iter, tol=tol,
                                 progressbar=progressbar)
         return _vb_result(res, labels, likelihood, scale, len(y))
@@ -380,7 +378,7 @@ def _sampling_model(basis, y, labels, likelihood, priors, model_kw=None):
     """
     from .model import build_model, model_priors
 
-    p = (scale_priors(priors, _target_scale(y)) if likelihood == "gaussian"
+    p = (scale_priors(priors, target_scale(y)) if likelihood == "gaussian"
          else model_priors(priors, likelihood))
     return build_model(dense_phi(basis, "method='advi'/'nuts'"), y, likelihood=likelihood,
                        basis=list(labels), priors=p, **(model_kw or {}))
@@ -413,31 +411,6 @@ def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, rando
 
 
 _FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
-
-
-def _target_scale(y):
-    """The standard deviation of the targets (1 when they are constant).
-
-    The methods fit ``y / std(y)`` and report ``alpha``, ``beta`` and the
-    covariances in ``y``'s units, which carry ``std(y)^2`` or its inverse:
-    outside :data:`TARGET_SCALE_RANGE` they would overflow or underflow, so
-    such targets are refused with a ``ValueError``.
-    """
-    with np.errstate(over="ignore", under="ignore"):
-        s = float(np.std(y))
-    lo, hi = TARGET_SCALE_RANGE
-    if lo <= s <= hi:
-        return s
-    # np.std squares y: recompute it on y / max|y| before judging it.
-    peak = float(np.max(np.abs(y), initial=0.0))
-    s = peak * float(np.std(y / peak)) if peak > 0 else 0.0
-    if s == 0:
-        return 1.0
-    raise ValueError(
-        f"The targets' standard deviation is {s:.3g}, outside [{lo:g}, {hi:g}]: their "
-        "precisions and noise variance in y's units would overflow or underflow float64. "
-        "Rescale y (for example y / y.std()) and scale the predictions back."
-    )
 
 
 def fit(method, basis, y, *, blas_threads=1, **kwargs):

@@ -126,5 +126,9 @@ def test_additions_the_exact_evidence_does_not_confirm_are_refused():
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9)
     assert a.log_evidence == pytest.approx(log_evidence_dense(Phi, t, a.alpha, a.beta), rel=1e-7)
     assert np.diff(a.log_evidence_trace).min() >= -1e-9 * abs(a.log_evidence)
-    # A refused candidate is not reported as blocked by the alignment test.
-    assert np.isin(a.aligned, a.active).sum() == 0
+    # Most refusals come from the multistart's second climb, where the alignment
+    # test is off: it converges having refused dozens, and blocks nothing for good.
+    for compiled in ("auto", False):
+        r = fit_evidence_regression(Phi, t, start=0, multistart=False, noise_warmup=False,
+                                    alignment_test=False, compiled=compiled)
+        assert r.converged and r.counts["refused"] > 10 and r.aligned.size == 0
