@@ -14,7 +14,7 @@ grid over the square. Models: the fixed-width RVM with Tipping's r = 3
 (``eta = 1/9`` for both inputs), with and without the five extra basis
 functions x1, x2, x1^2, x2^2, x1 x2, and the eta-RVM with the extra basis
 functions and learned ``eta1, eta2`` from ``eta0 = 1/9`` under both
-schedules of :func:`rvm_ppl.scales.fit_eta_rvm`.
+schedules of :func:`rvm_ppl.closed_form.scales.fit_eta_rvm`.
 
 Part B is Friedman #1 (App. E): 240 training points with unit noise, ten
 inputs of which five are irrelevant, 1000 noise-free test points. The
@@ -56,14 +56,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
 
-from rvm_ppl.datasets import make_friedman1, sinc  # noqa: E402
-from rvm_ppl.evidence import fit_evidence_regression  # noqa: E402
-from rvm_ppl.kernels import RBF  # noqa: E402
-from rvm_ppl.scales import (  # noqa: E402
+from rvm_ppl.closed_form.evidence import fit_evidence_regression  # noqa: E402
+from rvm_ppl.closed_form.scales import (  # noqa: E402
     extended_design_columns,
     extended_design_matrix,
     fit_eta_rvm,
 )
+from rvm_ppl.datasets.loaders import make_friedman1, sinc  # noqa: E402
+from rvm_ppl.kernels.kernel import RBF  # noqa: E402
 
 EXTRA_NAMES = ["x1", "x2", "x1^2", "x2^2", "x1 x2"]
 

@@ -38,8 +38,8 @@ from _common import print_table
 
 
 def _data(n, seed):
-    from rvm_ppl.datasets import make_sinc
-    from rvm_ppl.kernels import RBF, design_matrix
+    from rvm_ppl.datasets.loaders import make_sinc
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
 
     X, t = make_sinc(n, grid=False, random_state=seed)
     kernel = RBF(gamma=1 / 9)
@@ -49,7 +49,7 @@ def _data(n, seed):
 
 
 def _accuracy(idata, scale, Ptest, xt):
-    from rvm_ppl.datasets import sinc
+    from rvm_ppl.datasets.loaders import sinc
 
     pred = Ptest @ idata.fit["mean"].values * scale
     rms = float(np.sqrt(np.mean((pred - sinc(xt)) ** 2)))
@@ -145,7 +145,7 @@ def worker_eval(cfg):
     import pytensor.tensor as pt
     from pymc.blocking import DictToArrayBijection
 
-    from rvm_ppl.model import build_model
+    from rvm_ppl.model.build import build_model
 
     X, t, Phi, _, _ = _data(cfg["n"], cfg["data_seed"])
     y = t / np.std(t)
@@ -177,12 +177,12 @@ def worker_eval(cfg):
 
 def _gradient_problem(name):
     """``(y, Phi)`` of a problem of ``--part gradient``: ``sinc<N>`` or ``boston``."""
-    from rvm_ppl.kernels import RBF, design_matrix
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
 
     if name == "boston":
         from sklearn.preprocessing import StandardScaler
 
-        from rvm_ppl.datasets import load_boston
+        from rvm_ppl.datasets.loaders import load_boston
 
         X, t = load_boston()
         X = StandardScaler().fit_transform(X[:GRADIENT_BOSTON_N])
@@ -197,13 +197,13 @@ def worker_gradient(cfg):
     """Time logp + gradient as PyMC's NUTS compiles and calls them: min over many calls."""
     from pymc.blocking import DictToArrayBijection
 
-    from rvm_ppl.model import build_model
+    from rvm_ppl.model.build import build_model
 
     y, Phi = _gradient_problem(cfg["problem"])
     if cfg.get("inverse", "trtri") != "trtri":  # the M x M op before LAPACK's dtrtri
         import functools
 
-        from rvm_ppl import model as model_module
+        from rvm_ppl.model import build as model_module
 
         model_module._marginal_loglike = functools.partial(model_module._marginal_loglike,
                                                            inverse=cfg["inverse"])

@@ -9,8 +9,8 @@ a = b = 2 (alpha around 1), c = 3, d = 0.3 (noise sd around 0.3), from
 which every replication draws (alpha, beta, w, y). NUTS: 2 chains x (500
 tune + 500 draws), thinned to L = 99 draws; ranks of log beta and of
 log alpha of the bias and of the first two kernels
-(:func:`rvm_ppl.calibration.sbc`). Prints the per-parameter tests of
-:func:`rvm_ppl.calibration.sbc_tests` and, with ``--figure``, writes the
+(:func:`rvm_ppl.inference.sbc.sbc`). Prints the per-parameter tests of
+:func:`rvm_ppl.inference.sbc.sbc_tests` and, with ``--figure``, writes the
 ECDF-difference plots. Run on a shared 2-core machine with one BLAS thread.
 """
 
@@ -39,7 +39,7 @@ def design():
 def main():
     from _common import print_table
 
-    from rvm_ppl.calibration import plot_sbc_ecdf, sbc, sbc_tests
+    from rvm_ppl.inference.sbc import plot_sbc_ecdf, sbc, sbc_tests
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n-sims", type=int, default=200)

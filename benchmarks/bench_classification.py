@@ -55,7 +55,7 @@ RIPLEY_TARGET = 0.095  # the mean test error asked of 10 subsets
 
 def _ripley_subsets(k):
     """The training subsets of tests/test_rvc.py, and the test set."""
-    from rvm_ppl.datasets import load_ripley
+    from rvm_ppl.datasets.loaders import load_ripley
 
     X, y, Xt, yt = load_ripley()
     rng = np.random.default_rng(0)
@@ -79,14 +79,14 @@ def _fit(name, X, y, gamma, **kw):
     elif name == "sklearn-rvm":
         from sklearn_rvm import EMRVC
     else:
-        import rvm_ppl.estimators
+        import rvm_ppl.estimators.base
         from rvm_ppl import RVC
 
     start = time.perf_counter()
     if name == "evidence-lowrank":
         # The low-rank kernel basis at every N (not the dense kernel matrix
         # below DENSE_LIMIT entries).
-        rvm_ppl.estimators.DENSE_LIMIT = 0
+        rvm_ppl.estimators.base.DENSE_LIMIT = 0
         m = RVC(gamma=gamma, **kw).fit(X, y, method="evidence")
         nrv = len(m.relevance_)
     elif name in ("evidence", "vb", "advi", "nuts"):
@@ -148,7 +148,7 @@ def part_ripley(args):
 
 
 def part_pima(args):
-    from rvm_ppl.datasets import load_pima
+    from rvm_ppl.datasets.loaders import load_pima
 
     X, y, Xt, yt = load_pima()
     m, s = X.mean(axis=0), X.std(axis=0)
@@ -184,7 +184,7 @@ def _nuts_row(label, X, y, Xt, yt, **kw):
 def _nuts_model_row(label, X, y, Xt, yt, parameterization, priors=None):
     """NUTS on build_model's classifier in another parameterisation (the PyMC-model route)."""
     from rvm_ppl import build_model, fit_nuts
-    from rvm_ppl.kernels import RBF, design_matrix
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
 
     Phi = design_matrix(X, X, RBF(4.0))
     model = build_model(Phi, y.astype(float), likelihood="bernoulli", priors=priors,
@@ -230,7 +230,7 @@ def part_nuts(args):
 
 def part_advi(args):
     from rvm_ppl import build_model, fit_advi
-    from rvm_ppl.kernels import RBF, design_matrix
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
 
     subsets, Xt, yt = _ripley_subsets(min(args.subsets, 3))
     rows = []
@@ -258,7 +258,7 @@ def part_advi(args):
 def _worker(name, n):
     import resource
 
-    from rvm_ppl.datasets import make_ripley
+    from rvm_ppl.datasets.loaders import make_ripley
 
     X, y = make_ripley(n, random_state=1)
     Xt, yt = make_ripley(5000, random_state=2)

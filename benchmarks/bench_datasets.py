@@ -28,7 +28,7 @@ Every method runs with the estimator's defaults unless ``--chains``/``--draws``
 are given (4 chains x (1000 + 1000) for nuts; 1000 draws from every other
 posterior). Columns: fit time, test RMS or error rate, NLPD or log loss,
 relevance vectors, sum of E[gamma], noise sd (regression), each method's own
-diagnostics, and from :func:`rvm_ppl.diagnostics.summary_table` the Pareto
+diagnostics, and from :func:`rvm_ppl.output.diagnostics.summary_table` the Pareto
 k-hat of vb and advi and the 1-Wasserstein distance of log10 alpha to NUTS
 (median over the bases each method keeps). One BLAS thread.
 """
@@ -77,7 +77,7 @@ def problem(name, seed, gammas):
     """``(kind, X, y, X_test, y_test, truth_test, gamma)``; ``truth_test`` is None for real data."""
     from sklearn.datasets import make_friedman2, make_friedman3
 
-    from rvm_ppl.datasets import load_boston, load_pima, load_ripley, make_sinc, sinc
+    from rvm_ppl.datasets.loaders import load_boston, load_pima, load_ripley, make_sinc, sinc
 
     rng = np.random.default_rng(seed)
     if name.startswith("sinc"):
@@ -148,7 +148,7 @@ def run(name, args):
     print(f"\n## {name}: N = {len(y)}, {len(yt)} test points, RBF gamma = {gamma:.3g}\n")
     print(_table(head, rows))
     if "nuts" in fits and len(fits) > 1:
-        from rvm_ppl.diagnostics import summary_table
+        from rvm_ppl.output.diagnostics import summary_table
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")

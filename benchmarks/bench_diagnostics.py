@@ -1,4 +1,4 @@
-"""Did the approximations work? The diagnostics of rvm_ppl.diagnostics on sinc and Ripley.
+"""Did the approximations work? The diagnostics of rvm_ppl.output.diagnostics on sinc and Ripley.
 
     python benchmarks/bench_diagnostics.py                 # noisy sinc, N = 100, seed 0
     python benchmarks/bench_diagnostics.py --n 100 --seeds 0 1 2 --reps 2
@@ -27,7 +27,7 @@ Tables, per seed:
    the bases the evidence fit keeps, the PSIS-corrected mean, and NUTS's
    mean. For the classifier both means of log alpha are the model's
    ``E[log alpha | w]`` averaged over q's draws of ``w``, unweighted and
-   PSIS-weighted (:func:`rvm_ppl.diagnostics.pareto_khat`).
+   PSIS-weighted (:func:`rvm_ppl.output.diagnostics.pareto_khat`).
 4. ``compare_predictive`` (regression): predictive mean and sd at the test
    inputs against NUTS's.
 
@@ -64,8 +64,8 @@ def main():
     from _common import print_table
 
     from rvm_ppl import RVC, RVR
-    from rvm_ppl.datasets import load_ripley, make_sinc
-    from rvm_ppl.diagnostics import compare_predictive, pareto_khat, summary_table
+    from rvm_ppl.datasets.loaders import load_ripley, make_sinc
+    from rvm_ppl.output.diagnostics import compare_predictive, pareto_khat, summary_table
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--problem", choices=("sinc", "ripley"), default="sinc")

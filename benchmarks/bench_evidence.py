@@ -26,8 +26,8 @@ one-time costs (scikit-learn's first input check, threadpoolctl's library
 scan) paid before the clock.
 
 Part D fits the evidence method at very large N (default one million) on
-two problems, through :func:`rvm_ppl._basis.kernel_basis` and
-:func:`rvm_ppl.evidence.fit_evidence_regression` directly (with progress
+two problems, through :func:`rvm_ppl.kernels.basis.kernel_basis` and
+:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression` directly (with progress
 messages through ``logging``): 1-D noisy sinc as in part B, and a 2-D sinc
 ``sin(|x|) / |x|`` with x uniform on [-5, 5]^2, noise sd 0.1, RBF r = 3.
 Both kernels have a small numerical rank on these inputs, so the basis is
@@ -54,7 +54,7 @@ from _common import run_worker
 
 def _sinc_rows(reps):
     from rvm_ppl import RVR
-    from rvm_ppl.datasets import make_sinc, sinc
+    from rvm_ppl.datasets.loaders import make_sinc, sinc
 
     Xt = np.linspace(-10, 10, 1000)[:, None]
     truth = sinc(Xt[:, 0])
@@ -109,8 +109,8 @@ def _spline_rvr(solver):
 
 def _one_ascent(fit):
     """Run ``fit()`` with the fast solver's ``multistart`` switched off."""
-    import rvm_ppl.inference as inference
-    from rvm_ppl.evidence import fit_evidence_regression
+    import rvm_ppl.inference.methods as inference
+    from rvm_ppl.closed_form.evidence import fit_evidence_regression
 
     def once(*args, **kw):
         return fit_evidence_regression(*args, multistart=False, **kw)
@@ -141,7 +141,7 @@ class _PythonLoopRVR(_OneAscentRVR):
 
     def fit(self, X, y):
         """Fit the wrapped RVR without the compiled engine; return it."""
-        import rvm_ppl.evidence as evidence
+        import rvm_ppl.closed_form.evidence as evidence
 
         saved, evidence.ENGINE_MAX_ENTRIES = evidence.ENGINE_MAX_ENTRIES, 0
         try:
@@ -155,8 +155,8 @@ def _local_maxima(X, y, Xt, truth):
     noise-free linear-spline problem (sigma = 0.01 fixed), from each basis function as
     start, with and without the alignment test and the noise warm-up: rows of (log
     evidence, max error, relevance vectors), distinct to 1e-6 nats, best first."""
-    from rvm_ppl.evidence import fit_evidence_regression
-    from rvm_ppl.kernels import LinearSpline, design_matrix
+    from rvm_ppl.closed_form.evidence import fit_evidence_regression
+    from rvm_ppl.kernels.kernel import LinearSpline, design_matrix
 
     Phi, Pt = design_matrix(X, X, LinearSpline()), design_matrix(Xt, X, LinearSpline())
     seen = {}
@@ -181,7 +181,7 @@ def _spline_fit(X, y, Xt, truth, solver="fast"):
 def _maxima_rows(reps):
     """Part E: which local maximum of the evidence the paper's noise-free linear-spline
     figure (max error 0.0070 with 9 vectors) is, and the same question on other grids."""
-    from rvm_ppl.datasets import sinc
+    from rvm_ppl.datasets.loaders import sinc
 
     Xt = np.linspace(-10, 10, 1000)[:, None]
     truth = sinc(Xt[:, 0])
@@ -237,9 +237,9 @@ def _solver_rows(n_random=48):
     """
     from sklearn.preprocessing import StandardScaler
 
-    import rvm_ppl._evidence_engine  # noqa: F401  (times with the engine loaded, not a first fit's)
+    import rvm_ppl.closed_form.engine  # noqa: F401  (times with the engine loaded, not a first fit's)
     from rvm_ppl import RVR
-    from rvm_ppl.datasets import load_boston, make_sinc
+    from rvm_ppl.datasets.loaders import load_boston, make_sinc
 
     RVR().fit(*make_sinc(20, random_state=0))  # loads the compiled engine
     problems = []
@@ -284,7 +284,7 @@ def _worker(lib, n, seed):
     """Fit one library on noisy sinc of size n; print a JSON line."""
     import resource
 
-    from rvm_ppl.datasets import make_sinc, sinc
+    from rvm_ppl.datasets.loaders import make_sinc, sinc
 
     lib, _, prepaid = lib.partition("+")
     X, y = make_sinc(n, grid=False, random_state=seed)
@@ -296,7 +296,7 @@ def _worker(lib, n, seed):
         # scan of the loaded libraries, which rvm_ppl's one-thread limit needs.
         from sklearn.utils.validation import check_array
 
-        from rvm_ppl._linalg import _thread_controller
+        from rvm_ppl.core.linalg import _thread_controller
 
         check_array(X)
         _thread_controller()
@@ -306,7 +306,7 @@ def _worker(lib, n, seed):
     elif lib == "sklearn-rvm":
         from sklearn_rvm import EMRVR
     else:
-        import rvm_ppl.estimators
+        import rvm_ppl.estimators.base
         from rvm_ppl import RVR
 
     start = time.perf_counter()
@@ -314,7 +314,7 @@ def _worker(lib, n, seed):
         if lib == "rvm_ppl-lowrank":
             # The low-rank (or blocked) kernel basis at every N, instead of
             # the dense kernel matrix below DENSE_LIMIT entries.
-            rvm_ppl.estimators.DENSE_LIMIT = 0
+            rvm_ppl.estimators.base.DENSE_LIMIT = 0
 
         # "default" threads: let BLAS use its own default instead of the
         # estimator's one-thread limit.
@@ -343,9 +343,9 @@ def _million_worker(problem, n, seed):
     import logging
     import resource
 
-    from rvm_ppl._basis import LowRankKernelBasis, kernel_basis
-    from rvm_ppl.evidence import fit_evidence_regression
-    from rvm_ppl.kernels import RBF
+    from rvm_ppl.closed_form.evidence import fit_evidence_regression
+    from rvm_ppl.kernels.basis import LowRankKernelBasis, kernel_basis
+    from rvm_ppl.kernels.kernel import RBF
 
     logging.basicConfig(level=logging.INFO, format="# %(message)s")
     rng = np.random.default_rng(seed)
@@ -475,9 +475,9 @@ def _warm_rows(sizes, seeds=10, reps=3):
     """
     from threadpoolctl import threadpool_limits
 
-    import rvm_ppl._evidence_engine  # noqa: F401  (the steady state: the engine is loaded)
+    import rvm_ppl.closed_form.engine  # noqa: F401  (the steady state: the engine is loaded)
     from rvm_ppl import RVR
-    from rvm_ppl.datasets import make_sinc
+    from rvm_ppl.datasets.loaders import make_sinc
 
     if not _installed("fastrvm"):
         print("fastrvm is not installed: no warm-fit comparison")

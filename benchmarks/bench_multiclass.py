@@ -71,7 +71,7 @@ from scipy.spatial.distance import pdist
 from threadpoolctl import threadpool_limits
 
 from rvm_ppl import RVC
-from rvm_ppl.datasets import make_three_class, three_class_proba
+from rvm_ppl.datasets.loaders import make_three_class, three_class_proba
 
 HAVE_FASTRVM = importlib.util.find_spec("fastrvm") is not None
 

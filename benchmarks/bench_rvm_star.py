@@ -65,8 +65,12 @@ from sklearn.model_selection import KFold  # noqa: E402
 from sklearn.preprocessing import StandardScaler  # noqa: E402
 
 from rvm_ppl import RVR  # noqa: E402
-from rvm_ppl.augment import augmented_predict_dense, default_alpha_star, rvm_star_predict  # noqa: E402
-from rvm_ppl.datasets import load_boston  # noqa: E402
+from rvm_ppl.datasets.loaders import load_boston  # noqa: E402
+from rvm_ppl.estimators.rvm_star import (  # noqa: E402
+    augmented_predict_dense,
+    default_alpha_star,
+    rvm_star_predict,
+)
 from rvm_ppl.metrics import negative_log_predictive_density  # noqa: E402
 
 # Rasmussen & Quiñonero-Candela (2005), Table 1 (Boston, standardised targets).

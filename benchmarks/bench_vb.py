@@ -9,11 +9,11 @@ N(0, 0.1^2), targets divided by their standard deviation, RBF kernel of width
 r = 3 (``exp(-(x - x')^2 / 9)``) plus a bias, so M = N + 1. For every N and
 seed the table gives, per fitter:
 
-* ``vb`` - :func:`rvm_ppl.variational.fit_vb_regression` on the lazy basis of
-  :func:`rvm_ppl._basis.kernel_basis` (the time includes building it);
+* ``vb`` - :func:`rvm_ppl.closed_form.vb.fit_vb_regression` on the lazy basis of
+  :func:`rvm_ppl.kernels.basis.kernel_basis` (the time includes building it);
 * ``vb-full`` - :func:`fit_vb_regression_full`, Bishop & Tipping's sweeps on the
   dense N x M design (time includes building it), for N <= ``--full-max``;
-* ``evidence`` - :func:`rvm_ppl.evidence.fit_evidence_regression` on the same
+* ``evidence`` - :func:`rvm_ppl.closed_form.evidence.fit_evidence_regression` on the same
   lazy basis, for the cost comparison.
 
 Columns: fit time (min over ``--reps`` runs, one BLAS thread), iterations,
@@ -46,15 +46,15 @@ import warnings  # noqa: E402
 import numpy as np  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from rvm_ppl._basis import kernel_basis  # noqa: E402
-from rvm_ppl.evidence import fit_evidence_regression  # noqa: E402
-from rvm_ppl.kernels import make_kernel  # noqa: E402
-from rvm_ppl.variational import (  # noqa: E402
+from rvm_ppl.closed_form.evidence import fit_evidence_regression  # noqa: E402
+from rvm_ppl.closed_form.vb import (  # noqa: E402
     fit_vb_classification,
     fit_vb_classification_full,
     fit_vb_regression,
     fit_vb_regression_full,
 )
+from rvm_ppl.kernels.basis import kernel_basis  # noqa: E402
+from rvm_ppl.kernels.kernel import make_kernel  # noqa: E402
 
 KERNEL = make_kernel("rbf", gamma=1 / 9)
 X_TEST = np.linspace(-10, 10, 1000)[:, None]

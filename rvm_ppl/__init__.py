@@ -11,7 +11,17 @@ changed) by hand.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .diagnostics import (
+from rvm_ppl.estimators import RVC, RVR
+from rvm_ppl.kernels.kernel import (
+    RBF,
+    FunctionKernel,
+    Linear,
+    LinearSpline,
+    Polynomial,
+    design_matrix,
+)
+from rvm_ppl.model.build import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
+from rvm_ppl.output.diagnostics import (
     ApproximationWarning,
     compare_predictive,
     compare_to_reference,
@@ -20,10 +30,9 @@ from .diagnostics import (
     plot_distance,
     summary_table,
 )
-from .estimators import RVC, RVR
-from .kernels import RBF, FunctionKernel, Linear, LinearSpline, Polynomial, design_matrix
-from .model import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
-from .sampling import fit_advi, fit_nuts, softplus_precisions
+from rvm_ppl.pymc_fitters.advi import fit_advi
+from rvm_ppl.pymc_fitters.nuts import fit_nuts
+from rvm_ppl.pymc_fitters.results import softplus_precisions
 
 try:
     __version__ = version("rvm_ppl")

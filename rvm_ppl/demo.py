@@ -65,10 +65,10 @@ def _table(header, rows):
 
 
 def _summary(models, seconds, X_test, y_test):
-    """:func:`rvm_ppl.diagnostics.summary_table` of the fits, as a markdown table."""
+    """:func:`rvm_ppl.output.diagnostics.summary_table` of the fits, as a markdown table."""
     import numpy as np
 
-    from rvm_ppl.diagnostics import summary_table
+    from rvm_ppl.output.diagnostics import summary_table
 
     with warnings.catch_warnings():
         # k-hat > 0.7 and LOO's Pareto-k warnings: the table's columns say so.
@@ -150,8 +150,8 @@ def main(argv=None):
     from sklearn.metrics import log_loss
 
     from rvm_ppl import RVC, RVR
-    from rvm_ppl.compare import alpha_table
-    from rvm_ppl.datasets import load_ripley, make_sinc, sinc
+    from rvm_ppl.datasets.loaders import load_ripley, make_sinc, sinc
+    from rvm_ppl.output.tables import alpha_table
     from rvm_ppl.plotting import plot_decision, plot_predictive
 
     def options(method):
@@ -188,7 +188,7 @@ def main(argv=None):
     alpha = alpha_table(idatas).round(2).to_markdown() if _has_tabulate() else alpha_table(idatas).round(2).to_string()
     loo = _summary(models, seconds, Xt, sinc(Xt[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(len(Xt)))
     regression = (f"# Noisy sinc, N = {args.n}, RBF r = 3\n\n{table}\n"
-                  f"## Did the approximations work? (rvm_ppl.diagnostics.summary_table)\n\n{loo}\n"
+                  f"## Did the approximations work? (rvm_ppl.output.diagnostics.summary_table)\n\n{loo}\n"
                   f"## log10 alpha of the bases relevant to any method\n\n{alpha}\n")
     print(table)
     print(loo)
@@ -229,7 +229,7 @@ def main(argv=None):
                     "effective parameters (sum E[gamma])", "diagnostics"], rows)
     (out / "methods.md").write_text(
         f"{regression}\n# Ripley's synthetic data, 100 training points, RBF r = 0.5\n\n{table}\n"
-        f"## Did the approximations work? (rvm_ppl.diagnostics.summary_table)\n\n{loo}"
+        f"## Did the approximations work? (rvm_ppl.output.diagnostics.summary_table)\n\n{loo}"
     )
     print(table)
     print(loo)

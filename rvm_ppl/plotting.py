@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from rvm_ppl.output.tables import alpha_summary, select_class
+
 __all__ = ["plot_predictive", "plot_decision", "plot_alpha"]
 
 
@@ -156,7 +158,7 @@ def plot_decision(
     >>> matplotlib.use("Agg")
     >>> import matplotlib.pyplot as plt
     >>> from rvm_ppl import RVC
-    >>> from rvm_ppl.datasets import load_ripley
+    >>> from rvm_ppl.datasets.loaders import load_ripley
     >>> X, y, _, _ = load_ripley()
     >>> clf = RVC(gamma=4.0).fit(X[::5], y[::5])
     >>> fig, ax = plt.subplots()
@@ -217,64 +219,6 @@ def plot_decision(
     return ax
 
 
-def _select_class(idata, class_):
-    """``idata`` with its ``class`` dimension (multi-class fits) reduced to ``class_``.
-
-    One-vs-rest and multinomial fits of ``K > 2`` classes have a ``class``
-    dimension in ``posterior``, ``relevance`` and ``fit``; the alpha plots and
-    tables show one class at a time. A fit without the dimension is returned
-    as it is (``class_`` is then ignored).
-    """
-    if "class" not in idata.relevance.dims:
-        return idata
-    labels = [str(c) for c in idata.relevance["class"].values]
-    if class_ is None:
-        raise ValueError(
-            f"The fit has a 'class' dimension; choose one with class_=, one of {labels}."
-        )
-    if str(class_) not in labels:
-        raise ValueError(f"class_={class_!r} is not a class of the fit; expected one of {labels}.")
-    return idata.sel(**{"class": idata.relevance["class"].values[labels.index(str(class_))]})
-
-
-def _alpha_summary(idata, hdi_prob):
-    """Per candidate basis: median and HDI of log10 alpha, whether it is a point, pruned flags.
-
-    The posterior covers the bases in the method's model. Of the others, a
-    basis with ``alpha = inf`` in ``idata.relevance`` is pruned (a point
-    mass); one with a Gamma ``Q(alpha)`` in ``idata.fit`` (``alpha_shape``,
-    ``alpha_rate`` on ``candidate``: a vb fit's weights outside its model) is
-    summarised by that Gamma's median and central interval.
-    """
-    import arviz as az
-    from scipy import stats
-
-    labels = [str(b) for b in idata.relevance["basis"].values]
-    a = idata.posterior["alpha"]
-    # A class of a multi-class fit leaves out some bases the others use: alpha = inf there.
-    a = a.isel(basis=np.flatnonzero(np.isfinite(a.values).all(axis=(0, 1))))
-    kept = [labels.index(str(b)) for b in a["basis"].values]
-    point = bool(idata.attrs.get("inference_method") == "evidence")
-    med, lo, hi = (np.full(len(labels), np.inf) for _ in range(3))
-    la = np.log10(a)
-    med[kept] = la.median(dim=("chain", "draw")).values
-    if point:
-        lo[kept] = hi[kept] = med[kept]
-    elif kept:
-        hdi = az.hdi(la, hdi_prob=hdi_prob)["alpha"].values
-        lo[kept], hi[kept] = hdi[:, 0], hdi[:, 1]
-    pruned = np.isinf(idata.relevance["alpha"].values)
-    outside = np.setdiff1d(np.flatnonzero(~pruned), kept)
-    if outside.size and "fit" in idata.groups() and "alpha_shape" in idata.fit:
-        shape = idata.fit["alpha_shape"].values[outside]
-        rate = idata.fit["alpha_rate"].values[outside]
-        q = stats.gamma.ppf([[0.5], [(1 - hdi_prob) / 2], [(1 + hdi_prob) / 2]], shape, scale=1 / rate)
-        med[outside], lo[outside], hi[outside] = np.log10(q)
-    elif outside.size:
-        med[outside] = lo[outside] = hi[outside] = np.log10(idata.relevance["alpha"].values[outside])
-    return med, lo, hi, pruned, point
-
-
 def plot_alpha(
     idatas,
     *,
@@ -319,7 +263,7 @@ def plot_alpha(
         idatas = list(idatas.values())
     elif not isinstance(idatas, (list, tuple)):
         idatas = [idatas]
-    idatas = [_select_class(i, class_) for i in idatas]
+    idatas = [select_class(i, class_) for i in idatas]
     model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
     labels = [str(b) for b in idatas[0].relevance["basis"].values]
     relevant = np.array([i.relevance["relevant"].values for i in idatas])
@@ -329,7 +273,7 @@ def plot_alpha(
         show = np.arange(len(labels))
     else:
         show = np.array([labels.index(b) for b in basis])
-    summaries = [_alpha_summary(i, hdi_prob) for i in idatas]
+    summaries = [alpha_summary(i, hdi_prob) for i in idatas]
     finite = np.concatenate([np.r_[s[1][show], s[2][show]] for s in summaries])
     finite = finite[np.isfinite(finite)]
     right = (finite.max() if finite.size else 1.0) + 1.0

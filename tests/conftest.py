@@ -10,8 +10,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from rvm_ppl.datasets import make_sinc  # noqa: E402
-from rvm_ppl.kernels import RBF, design_matrix  # noqa: E402
+from rvm_ppl.datasets.loaders import make_sinc  # noqa: E402
+from rvm_ppl.kernels.kernel import RBF, design_matrix  # noqa: E402
 
 
 @pytest.fixture(autouse=True, scope="session")

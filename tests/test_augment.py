@@ -1,6 +1,5 @@
 """RVM* (Rasmussen & Quiñonero-Candela 2005): rank-one augmentation vs the dense GP of eq. (9)."""
 
-from functools import partial
 
 import numpy as np
 import pytest
@@ -9,15 +8,15 @@ from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.model_selection import cross_val_score
 
 from rvm_ppl import RVR
-from rvm_ppl.augment import (
+from rvm_ppl.closed_form.evidence import posterior_given
+from rvm_ppl.datasets.loaders import make_sinc
+from rvm_ppl.estimators.rvm_star import (
     augmented_predict,
     augmented_predict_dense,
     default_alpha_star,
     rvm_star_predict,
 )
-from rvm_ppl.datasets import make_sinc
-from rvm_ppl.evidence import posterior_given
-from rvm_ppl.kernels import RBF, FunctionKernel
+from rvm_ppl.kernels.kernel import RBF, FunctionKernel
 from rvm_ppl.metrics import negative_log_predictive_density, nlpd_score
 
 

@@ -1,4 +1,4 @@
-"""rvm_ppl.calibration: prior draws, the rank and symmetry tests, SBC itself (slow)."""
+"""rvm_ppl.inference.sbc: prior draws, the rank and symmetry tests, SBC itself (slow)."""
 
 import warnings
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rvm_ppl.calibration import (
+from rvm_ppl.inference.sbc import (
     _fit_closed_form,
     plot_sbc_ecdf,
     sbc,

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from rvm_ppl.datasets import load_ripley, make_ripley, ripley_proba
+from rvm_ppl.datasets.loaders import load_ripley, make_ripley, ripley_proba
 
 
 def test_make_ripley_matches_the_shipped_data():

@@ -6,7 +6,7 @@ from rvm_ppl import demo
 
 
 @pytest.mark.slow
-@pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning")  # 2 x 60 draws
+@pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning")  # 2 x 60 draws
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_demo_writes_its_figures_and_tables(tmp_path):
     demo.main(["--out", str(tmp_path), "--n", "30", "--draws", "60", "--chains", "2"])

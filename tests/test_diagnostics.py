@@ -1,4 +1,4 @@
-"""rvm_ppl.diagnostics: distances, coverage, Pareto k-hat, LOO comparison, summary.
+"""rvm_ppl.output.diagnostics: distances, coverage, Pareto k-hat, LOO comparison, summary.
 
 Closed forms and independent computations: hand-computed W1 and coverage,
 scipy's W1, the marginal likelihood with the N x N covariance and scipy's
@@ -17,8 +17,9 @@ from _short_runs import short
 from scipy import special, stats
 
 from rvm_ppl import RVC, RVR
-from rvm_ppl.datasets import make_ripley, make_sinc
-from rvm_ppl.diagnostics import (
+from rvm_ppl.closed_form.evidence import log_evidence_dense
+from rvm_ppl.datasets.loaders import make_ripley, make_sinc
+from rvm_ppl.output.diagnostics import (
     ApproximationWarning,
     compare_predictive,
     compare_to_reference,
@@ -33,7 +34,6 @@ from rvm_ppl.diagnostics import (
     summary_table,
     wasserstein_1,
 )
-from rvm_ppl.evidence import log_evidence_dense
 
 pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
 
@@ -167,7 +167,7 @@ def test_log_joint_hyper_matches_dense_evidence_and_scipy(rng):
 
 def test_log_joint_hyper_matches_the_pymc_model(rng):
     """The PyMC model's log density (with Jacobian) = ours + the w_std normal terms."""
-    from rvm_ppl.model import build_model
+    from rvm_ppl.model.build import build_model
 
     X, y = make_sinc(10, random_state=2)
     Phi = np.column_stack([np.ones(10), np.exp(-((X - X[::4].T) ** 2) / 9)])
@@ -267,7 +267,7 @@ def test_pareto_khat_on_a_vb_fit_and_refusals():
     assert np.isfinite(res.khat) and res.n_draws == 500
     assert res.q_mean["log_alpha"].shape == (31,)  # every candidate, pruned ones included
     # Same seed, same answer; the estimator's inputs equal the explicit ones.
-    from rvm_ppl.model import scale_priors
+    from rvm_ppl.model.build import scale_priors
 
     Phi = vb._design(X, np.arange(31))
     again = pareto_khat(vb.idata_, Phi=Phi, y=y, priors=scale_priors(None, np.std(y)),
@@ -364,7 +364,7 @@ def test_classifier_khat_of_vb_uses_its_gaussian_and_its_pruned_factors():
     outside = np.setdiff1d(np.arange(61), vb.active_[0])
     assert np.abs(res.q_mean["w"][outside]).max() < 0.1
     # The estimator's inputs equal the explicit ones (vb's hyperprior is the package default).
-    from rvm_ppl.model import resolve_priors
+    from rvm_ppl.model.build import resolve_priors
 
     again = pareto_khat(vb.idata_, Phi=vb._design(X, np.arange(61)), y=(vb.y_codes_ == 1),
                         priors=resolve_priors(None), n_draws=500, random_state=0, warn=False)
@@ -452,7 +452,7 @@ def test_pareto_khat_on_the_kept_bases_only():
     log_q = (stats.loggamma.logpdf(la, shape, scale=1.0, loc=-np.log(rate)).sum(axis=1)
              + stats.loggamma.logpdf(lb, float(fit["beta_shape"]),
                                      loc=-np.log(float(fit["beta_rate"]))))
-    from rvm_ppl.model import scale_priors
+    from rvm_ppl.model.build import scale_priors
 
     Phi = vb._design(X, np.flatnonzero(kept))
     log_p = log_joint_hyper(Phi, y, la, lb, scale_priors(None, np.std(y)))
@@ -463,7 +463,7 @@ def test_pareto_khat_on_the_kept_bases_only():
 
 def test_classifier_tables_and_heldout_density():
     """RVC fits: no beta rows, the held-out density is log predict_proba at the truth."""
-    from rvm_ppl.diagnostics import heldout_lpd
+    from rvm_ppl.output.diagnostics import heldout_lpd
 
     X, y = make_ripley(60, random_state=0)
     Xt, yt = make_ripley(100, random_state=1)

@@ -5,10 +5,10 @@ import pytest
 from sklearn.base import clone
 from sklearn.exceptions import NotFittedError
 
-import rvm_ppl.estimators as est_mod
+import rvm_ppl.estimators.base as est_mod
 from rvm_ppl import RVR
-from rvm_ppl.datasets import make_sinc
-from rvm_ppl.kernels import RBF, design_matrix
+from rvm_ppl.datasets.loaders import make_sinc
+from rvm_ppl.kernels.kernel import RBF, design_matrix
 
 
 @pytest.fixture(scope="module")

@@ -6,15 +6,15 @@ from scipy.optimize import minimize_scalar
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Ridge
 
-from rvm_ppl._basis import DenseBasis, KernelBasis
-from rvm_ppl.datasets import make_friedman1, make_sinc, sinc
-from rvm_ppl.evidence import (
+from rvm_ppl.closed_form.evidence import (
     fit_evidence_full,
     fit_evidence_regression,
     log_evidence_dense,
     posterior_given,
 )
-from rvm_ppl.kernels import RBF, LinearSpline, Polynomial, design_matrix
+from rvm_ppl.datasets.loaders import make_friedman1, make_sinc, sinc
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis
+from rvm_ppl.kernels.kernel import RBF, LinearSpline, Polynomial, design_matrix
 
 
 def _problems():
@@ -56,7 +56,7 @@ def test_trace_never_decreases_fixed_noise_spline():
 
 
 def test_log_evidence_equals_pymc_marginal_model(sinc_data):
-    from rvm_ppl.model import build_model
+    from rvm_ppl.model.build import build_model
 
     _, y, Phi = sinc_data
     res = fit_evidence_regression(Phi, y)
@@ -120,7 +120,7 @@ def test_pruned_gradient_sign_check(sinc_data):
 
 
 def test_lazy_kernel_basis_matches_dense(monkeypatch):
-    import rvm_ppl._basis as basis_mod
+    import rvm_ppl.kernels.basis as basis_mod
 
     X, y = make_sinc(120, grid=False, random_state=5)
     k = RBF(1 / 9)
@@ -212,7 +212,7 @@ def test_noisy_sinc_matches_published_accuracy():
 
 
 def test_low_rank_kernel_basis_matches_dense():
-    from rvm_ppl._basis import LowRankKernelBasis, kernel_basis
+    from rvm_ppl.kernels.basis import LowRankKernelBasis, kernel_basis
 
     X, y = make_sinc(400, grid=False, random_state=8)
     k = RBF(1 / 9)
@@ -236,8 +236,8 @@ def test_low_rank_kernel_basis_matches_dense():
     ids=["full-rank", "not-positive-definite"],
 )
 def test_kernel_basis_falls_back_to_exact_blocks(kernel):
-    from rvm_ppl._basis import kernel_basis
-    from rvm_ppl.kernels import make_kernel
+    from rvm_ppl.kernels.basis import kernel_basis
+    from rvm_ppl.kernels.kernel import make_kernel
 
     X, _ = make_sinc(600, grid=False, random_state=1)
     assert type(kernel_basis(make_kernel(kernel), X)) is KernelBasis

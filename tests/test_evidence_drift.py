@@ -5,16 +5,16 @@ import logging
 import numpy as np
 import pytest
 
-from rvm_ppl._basis import DenseBasis, LowRankKernelBasis, kernel_basis, pivoted_cholesky
-from rvm_ppl._linalg import solve_lower, solve_lower_t_right
-from rvm_ppl.datasets import make_friedman1, make_sinc
-from rvm_ppl.evidence import (
+from rvm_ppl.closed_form.evidence import (
     ALIGNMENT_MAX,
     _Model,
     fit_evidence_regression,
     log_evidence_dense,
 )
-from rvm_ppl.kernels import RBF, LinearSpline, design_matrix
+from rvm_ppl.core.linalg import solve_lower, solve_lower_t_right
+from rvm_ppl.datasets.loaders import make_friedman1, make_sinc
+from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis, kernel_basis, pivoted_cholesky
+from rvm_ppl.kernels.kernel import RBF, LinearSpline, design_matrix
 
 
 def _problems():
@@ -88,14 +88,14 @@ def test_alignment_blocking_is_exact():
 def test_progress_logs_through_logging(caplog):
     X, y = make_sinc(60, random_state=0)
     Phi = design_matrix(X, X, RBF(1 / 9))
-    with caplog.at_level(logging.INFO, logger="rvm_ppl.evidence"):
+    with caplog.at_level(logging.INFO, logger="rvm_ppl.closed_form.evidence"):
         res = fit_evidence_regression(Phi, y, progress=0)
-    msgs = [r.getMessage() for r in caplog.records if r.name == "rvm_ppl.evidence"]
+    msgs = [r.getMessage() for r in caplog.records if r.name == "rvm_ppl.closed_form.evidence"]
     assert len(msgs) == res.n_iter + 1 and msgs[-1].startswith("done after iteration")
     caplog.clear()
-    with caplog.at_level(logging.INFO, logger="rvm_ppl.evidence"):
+    with caplog.at_level(logging.INFO, logger="rvm_ppl.closed_form.evidence"):
         fit_evidence_regression(Phi, y)
-    assert not [r for r in caplog.records if r.name == "rvm_ppl.evidence"]
+    assert not [r for r in caplog.records if r.name == "rvm_ppl.closed_form.evidence"]
 
 
 @pytest.mark.parametrize("kw", [dict(refresh=0), dict(refresh="always"), dict(refresh=True),

@@ -1,13 +1,13 @@
-"""The compiled ascent (rvm_ppl._evidence_engine) against the Python loop it replaces."""
+"""The compiled ascent (rvm_ppl.closed_form.engine) against the Python loop it replaces."""
 
 import numpy as np
 import pytest
 
-from rvm_ppl import _evidence_engine
-from rvm_ppl._basis import KernelBasis
-from rvm_ppl.datasets import make_sinc
-from rvm_ppl.evidence import fit_evidence_regression, log_evidence_dense
-from rvm_ppl.kernels import RBF, LinearSpline, design_matrix
+from rvm_ppl.closed_form import engine as _evidence_engine
+from rvm_ppl.closed_form.evidence import fit_evidence_regression, log_evidence_dense
+from rvm_ppl.datasets.loaders import make_sinc
+from rvm_ppl.kernels.basis import KernelBasis
+from rvm_ppl.kernels.kernel import RBF, LinearSpline, design_matrix
 
 
 def _problem(n, seed):
@@ -20,7 +20,7 @@ def _problem(n, seed):
                                 dict(beta=100.0, fixed_beta=True)])
 def test_compiled_ascent_takes_the_python_loops_decisions(n, seed, kw):
     Phi, t = _problem(n, seed)
-    a = fit_evidence_regression(Phi, t, start=0, **kw)
+    a = fit_evidence_regression(Phi, t, start=0, **kw, compiled=True)
     b = fit_evidence_regression(Phi, t, start=0, compiled=False, **kw)
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9, abs=1e-9)
     assert a.n_iter == b.n_iter
@@ -36,7 +36,7 @@ def test_compiled_ascent_on_an_ill_conditioned_spline_basis():
     # drift check must keep the rank-one updates exact, as in the Python loop.
     X, y = make_sinc(100, noise=None)
     Phi = design_matrix(X, X, LinearSpline())
-    a = fit_evidence_regression(Phi, y, beta=1e4, fixed_beta=True)
+    a = fit_evidence_regression(Phi, y, beta=1e4, fixed_beta=True, compiled=True)
     b = fit_evidence_regression(Phi, y, beta=1e4, fixed_beta=True, compiled=False)
     assert a.converged and a.counts["refresh"] > 0
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-8)
@@ -59,19 +59,19 @@ def test_failed_factorisation_returns_none_for_the_python_fallback():
     res = _evidence_engine.run(
         Phi, t, Phi.T @ t / scale, scale, beta=100.0, beta_max=1e6, fixed_beta=True,
         noise_warmup=False, alignment_test=False, tol=1e-3, max_iter=100, start=None,
-        warm_start=([0], [-1e6]), warn=False)
+        warm_start=([0], [-1e6]))
     assert res is None
 
 
 def test_compiled_ascent_with_a_model_of_hundreds_of_bases():
     # Boston with a narrow kernel keeps about 90 of 385 bases: the engine's
     # factors and products come from LAPACK and BLAS from _LAPACK_MIN_N on.
-    from rvm_ppl.datasets import load_boston
+    from rvm_ppl.datasets.loaders import load_boston
 
     X, y = load_boston()
     X = (X - X.mean(0)) / X.std(0)
     Phi, t = design_matrix(X[:385], X[:385], RBF(0.3)), (y[:385] - y[:385].mean()) / y[:385].std()
-    a = fit_evidence_regression(Phi, t)
+    a = fit_evidence_regression(Phi, t, compiled=True)
     b = fit_evidence_regression(Phi, t, compiled=False)
     assert a.active.size > 2 * _evidence_engine._LAPACK_MIN_N
     assert a.n_iter == b.n_iter and a.counts == b.counts
@@ -102,33 +102,26 @@ def test_a_callback_keeps_the_python_loop():
     Phi, t = _problem(40, 0)
     seen = []
     res = fit_evidence_regression(Phi, t, start=0, multistart=False,
-                                  callback=lambda *a: seen.append(a[1]))
+                                  callback=lambda *a: seen.append(a[1]), compiled=True)
     assert len(seen) == len(res.log_evidence_trace) - 1 >= 10
-    ref = fit_evidence_regression(Phi, t, start=0, multistart=False)
+    ref = fit_evidence_regression(Phi, t, start=0, multistart=False, compiled=True)
     assert res.log_evidence == pytest.approx(ref.log_evidence, rel=1e-9)
 
 
-def test_additions_the_exact_evidence_does_not_confirm_are_refused():
-    # A wide kernel on a dense grid: some candidates nearly lie in the span of
-    # the model, their predicted gain is wrong, and adding one lowers the exact
-    # evidence; without refusals the ascent added and deleted them until
-    # max_iter (10 000 iterations, a ConvergenceWarning).
+def test_a_wide_kernel_on_a_dense_grid_converges_to_one_maximum():
+    # Some candidates nearly lie in the span of the model; before additions were
+    # checked against the exact evidence, the ascent added and deleted them until
+    # max_iter (10 000 iterations, a ConvergenceWarning). How many additions are
+    # refused on the way depends on rounding (tests/test_evidence_refusal.py forces
+    # one by construction); that both loops converge to the same maximum does not.
     X, y = make_sinc(500, random_state=1)
     Phi = np.column_stack([np.ones(500), design_matrix(X, X, RBF(1 / X.var()))])
     t = y / y.std()
-    a = fit_evidence_regression(Phi, t, start=0)
+    a = fit_evidence_regression(Phi, t, start=0, compiled=True)
     b = fit_evidence_regression(Phi, t, start=0, compiled=False)
     for r in (a, b):
-        assert r.converged and r.counts["refused"] > 0 and r.n_iter < 5000
-    # So ill-conditioned a path depends on rounding (the two loops, or BLAS
-    # threads, take different numbers of steps); both end at the same maximum.
+        assert r.converged and r.n_iter < 5000
     np.testing.assert_array_equal(a.active, b.active)
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9)
     assert a.log_evidence == pytest.approx(log_evidence_dense(Phi, t, a.alpha, a.beta), rel=1e-7)
     assert np.diff(a.log_evidence_trace).min() >= -1e-9 * abs(a.log_evidence)
-    # Most refusals come from the multistart's second climb, where the alignment
-    # test is off: it converges having refused dozens, and blocks nothing for good.
-    for compiled in ("auto", False):
-        r = fit_evidence_regression(Phi, t, start=0, multistart=False, noise_warmup=False,
-                                    alignment_test=False, compiled=compiled)
-        assert r.converged and r.counts["refused"] > 10 and r.aligned.size == 0

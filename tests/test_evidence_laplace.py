@@ -12,10 +12,7 @@ from scipy import integrate, optimize
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
 
-from rvm_ppl._basis import DenseBasis, KernelBasis, LowRankKernelBasis, pivoted_cholesky
-from rvm_ppl._linalg import cho_covariance
-from rvm_ppl.datasets import load_pima, load_ripley
-from rvm_ppl.evidence_laplace import (
+from rvm_ppl.closed_form.bernoulli import (
     _Laplace,
     decision_function,
     fit_evidence_bernoulli,
@@ -23,7 +20,10 @@ from rvm_ppl.evidence_laplace import (
     posterior_mode,
     predict_proba_moderated,
 )
-from rvm_ppl.kernels import RBF, design_matrix
+from rvm_ppl.core.linalg import cho_covariance
+from rvm_ppl.datasets.loaders import load_pima, load_ripley
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis, LowRankKernelBasis, pivoted_cholesky
+from rvm_ppl.kernels.kernel import RBF, design_matrix
 
 
 def _logistic_problem(rng, N, M, *, bias=True):

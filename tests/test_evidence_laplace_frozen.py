@@ -4,10 +4,10 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from rvm_ppl._basis import DenseBasis, LowRankKernelBasis, kernel_basis
-from rvm_ppl.datasets import load_ripley, make_ripley
-from rvm_ppl.evidence_laplace import _Laplace, fit_evidence_bernoulli, laplace_log_evidence
-from rvm_ppl.kernels import RBF, design_matrix
+from rvm_ppl.closed_form.bernoulli import _Laplace, fit_evidence_bernoulli, laplace_log_evidence
+from rvm_ppl.datasets.loaders import load_ripley, make_ripley
+from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis, kernel_basis
+from rvm_ppl.kernels.kernel import RBF, design_matrix
 
 
 def _linearised_factors(Phi, t, active, alpha, mu0):

@@ -12,15 +12,12 @@ import pytest
 from scipy import optimize
 from scipy.special import logsumexp, roots_hermite, softmax
 
-from rvm_ppl._basis import DenseBasis, KernelBasis
-from rvm_ppl.datasets import make_three_class, three_class_proba
-from rvm_ppl.evidence import out_factors
-from rvm_ppl.evidence_laplace import (
+from rvm_ppl.closed_form.bernoulli import (
     fit_evidence_bernoulli,
     laplace_log_evidence,
     predict_proba_moderated,
 )
-from rvm_ppl.evidence_multinomial import (
+from rvm_ppl.closed_form.categorical import (
     _Laplace,
     _maximise_group,
     fit_evidence_multinomial,
@@ -30,7 +27,10 @@ from rvm_ppl.evidence_multinomial import (
     posterior_mode_multinomial,
     predict_proba_multinomial,
 )
-from rvm_ppl.kernels import RBF, design_matrix
+from rvm_ppl.closed_form.evidence import out_factors
+from rvm_ppl.datasets.loaders import make_three_class, three_class_proba
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis
+from rvm_ppl.kernels.kernel import RBF, design_matrix
 
 
 def _softmax_problem(rng, N, M, K):

@@ -6,11 +6,15 @@ import sys
 import numpy as np
 import pytest
 
-from rvm_ppl import _evidence_engine
-from rvm_ppl import evidence as ev
-from rvm_ppl.datasets import make_sinc
-from rvm_ppl.evidence import evidence_newton_terms, fit_evidence_regression, newton_direction
-from rvm_ppl.kernels import RBF, design_matrix
+from rvm_ppl.closed_form import engine as _evidence_engine
+from rvm_ppl.closed_form import evidence as ev
+from rvm_ppl.closed_form.evidence import (
+    evidence_newton_terms,
+    fit_evidence_regression,
+    newton_direction,
+)
+from rvm_ppl.datasets.loaders import make_sinc
+from rvm_ppl.kernels.kernel import RBF, design_matrix
 
 
 def _log_evidence(Phi, t, log_alpha, log_beta):
@@ -87,39 +91,37 @@ def test_polish_ends_the_slow_climb_no_lower(monkeypatch):
 def test_the_engine_polishes_as_the_python_loop_does():
     Phi, t = _creeping()
     kw = dict(start=0, multistart=False, noise_warmup=False, alignment_test=False)
-    a = fit_evidence_regression(Phi, t, **kw)
+    a = fit_evidence_regression(Phi, t, compiled=True, **kw)
     b = fit_evidence_regression(Phi, t, compiled=False, **kw)
     assert a.counts["polish"] == b.counts["polish"] >= 1
     assert a.n_iter == b.n_iter
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9)
 
 
-def test_first_climbs_run_in_python_until_they_cost_the_engines_load(monkeypatch):
+def test_the_backend_depends_on_the_problem_not_on_the_process(monkeypatch):
+    """The same fit gives the same numbers as a process's first and after many fits."""
     Phi, t = _creeping()
     calls = []
     real = _evidence_engine.run
     monkeypatch.setattr(_evidence_engine, "run", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(ev, "_engine_pays",
-                        lambda: ev._TIER["python_seconds"] >= ev.ENGINE_LOAD_SECONDS)
-    monkeypatch.setitem(ev._TIER, "python_seconds", 0.0)
     first = fit_evidence_regression(Phi, t)
-    assert not calls and ev._TIER["python_seconds"] > 0
-    monkeypatch.setitem(ev._TIER, "python_seconds", ev.ENGINE_LOAD_SECONDS)
+    for _ in range(16):  # time spent and modules loaded must not change the path
+        fit_evidence_regression(Phi, t, compiled=True)
     later = fit_evidence_regression(Phi, t)
-    assert calls
-    assert later.n_iter == first.n_iter
-    assert later.log_evidence == pytest.approx(first.log_evidence, rel=1e-9)
-    # Above TIER_MAX_ENTRIES the engine runs from the first climb.
+    assert len(calls) == 16 * first.counts["starts"]  # the small problem ran in Python both times
+    np.testing.assert_array_equal(later.active, first.active)
+    np.testing.assert_array_equal(later.alpha, first.alpha)
+    assert later.log_evidence == first.log_evidence
+    # Above ENGINE_MIN_ENTRIES the engine runs, from the first fit of a process on.
     calls.clear()
-    monkeypatch.setitem(ev._TIER, "python_seconds", 0.0)
-    monkeypatch.setattr(ev, "TIER_MAX_ENTRIES", 10)
+    monkeypatch.setattr(ev, "ENGINE_MIN_ENTRIES", 10)
     fit_evidence_regression(Phi, t)
     assert calls
 
 
 def test_a_single_small_fit_leaves_numba_and_sklearn_callbacks_unloaded():
     """Neither Numba (0.3-0.9 s) nor scikit-learn's callback machinery (40-50 ms) is loaded."""
-    code = ("import sys; from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
+    code = ("import sys; from rvm_ppl import RVR; from rvm_ppl.datasets.loaders import make_sinc; "
             "X, y = make_sinc(100, random_state=0); m = RVR().fit(X, y); "
             "print(len(m.relevance_), 'numba' in sys.modules, 'sklearn.callback' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

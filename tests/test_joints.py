@@ -16,13 +16,13 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
 
 from rvm_ppl import RVC, RVR, build_model, fit_nuts
-from rvm_ppl._idata import POINTWISE_MAX
-from rvm_ppl.datasets import load_ripley, make_sinc
-from rvm_ppl.kernels import RBF, design_matrix
+from rvm_ppl.datasets.loaders import load_ripley, make_sinc
+from rvm_ppl.kernels.kernel import RBF, design_matrix
+from rvm_ppl.output.idata import POINTWISE_MAX
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 pytestmark = [
-    pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning"),
+    pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
 ]
 
@@ -84,7 +84,7 @@ def test_every_group_carries_the_attributes_in_the_units_of_y(sinc):
 
 # 6. Missing hyperprior keys: one rule everywhere (DEFAULT_PRIORS).
 def test_missing_prior_keys_take_the_defaults_on_every_path(sinc):
-    from rvm_ppl.inference import fit_evidence
+    from rvm_ppl.inference.methods import fit_evidence
 
     X, y = sinc
     Phi = design_matrix(X, X, RBF(gamma=1 / 9))
@@ -113,7 +113,7 @@ def test_large_fits_store_point_masses_once_and_say_what_they_left_out():
 
 # 8. The advi/nuts builder converted units twice when called twice.
 def test_building_the_inference_data_twice_gives_the_same_numbers(sinc):
-    from rvm_ppl._idata import to_idata
+    from rvm_ppl.output.idata import to_idata
 
     X, y = sinc
     m = RVR(gamma=1 / 9, random_state=0, **short("advi")).fit(X, 50 * y, method="advi")
@@ -129,7 +129,7 @@ def test_building_the_inference_data_twice_gives_the_same_numbers(sinc):
 
 # 9. A fit that failed after validation left new inputs beside the old posterior.
 def test_a_failed_fit_leaves_the_estimator_as_it_was(sinc, monkeypatch):
-    import rvm_ppl.estimators as est_mod
+    import rvm_ppl.estimators.base as est_mod
 
     X, y = sinc
     m = RVR(gamma=1 / 9).fit(X, y)
@@ -336,7 +336,7 @@ def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
 def test_alpha_of_vb_bases_outside_its_model_comes_from_q_alpha():
     from scipy import stats
 
-    from rvm_ppl.compare import alpha_table
+    from rvm_ppl.output.tables import alpha_table
 
     X, y = make_sinc(60, random_state=0)
     idata = RVR(gamma=1 / 9, draws=50).fit(X, y, method="vb").idata_
@@ -356,7 +356,7 @@ def test_a_fresh_process_fits_advi_without_foreign_warnings():
     import subprocess
     import sys
 
-    code = ("from rvm_ppl import RVR; from rvm_ppl.datasets import make_sinc; "
+    code = ("from rvm_ppl import RVR; from rvm_ppl.datasets.loaders import make_sinc; "
             "X, y = make_sinc(30, random_state=0); "
             f"RVR(gamma=1 / 9, draws=20, sample_kwargs={{'window': {ADVI_WINDOW}}})"
             ".fit(X, y, method='advi')")

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 
-from rvm_ppl.kernels import (
+from rvm_ppl.kernels.kernel import (
     RBF,
     FunctionKernel,
     Linear,

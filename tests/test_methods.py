@@ -7,13 +7,13 @@ import pytest
 from _short_runs import short
 
 from rvm_ppl import RVC, RVR
-from rvm_ppl.datasets import load_ripley, make_sinc, sinc
-from rvm_ppl.inference import _FIT_METHODS
+from rvm_ppl.datasets.loaders import load_ripley, make_sinc, sinc
+from rvm_ppl.inference.methods import FIT_METHODS
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 # Chains this short cannot pass r-hat <= 1.01 / ESS >= 100 per chain; the
 # warning is tested in test_sampling.py, the plumbing here.
-pytestmark = pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning")
 
 
 @pytest.fixture(scope="module")
@@ -24,7 +24,7 @@ def data():
 @pytest.fixture(scope="module")
 def fits(data):
     X, y = data
-    return {m: RVR(gamma=1 / 9, random_state=0, **short(m)).fit(X, y, method=m) for m in _FIT_METHODS}
+    return {m: RVR(gamma=1 / 9, random_state=0, **short(m)).fit(X, y, method=m) for m in FIT_METHODS}
 
 
 def test_every_method_returns_the_same_layout(fits):
@@ -72,7 +72,7 @@ def test_predictive_moments_match_posterior_draws(fits, data):
         np.testing.assert_allclose(f.mean(0), mean, atol=4 * f.std(0).max() / np.sqrt(len(f)))
 
 
-@pytest.mark.parametrize("method", sorted(_FIT_METHODS))
+@pytest.mark.parametrize("method", sorted(FIT_METHODS))
 def test_same_random_state_same_result(data, method):
     X, y = data
     a = RVR(gamma=1 / 9, random_state=7, **short(method)).fit(X, y, method=method)

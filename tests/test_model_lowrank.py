@@ -7,15 +7,15 @@ pm = pytest.importorskip("pymc")
 pytensor = pytest.importorskip("pytensor")
 pt = pytest.importorskip("pytensor.tensor")
 
-from rvm_ppl._marginal import (  # noqa: E402
+from rvm_ppl.datasets.loaders import make_sinc  # noqa: E402
+from rvm_ppl.kernels.kernel import RBF, design_matrix  # noqa: E402
+from rvm_ppl.model.build import build_model  # noqa: E402
+from rvm_ppl.model.marginal import (  # noqa: E402
     dense_marginal_loglike,
     low_rank_factor,
     lowrank_marginal_loglike,
     use_low_rank,
 )
-from rvm_ppl.datasets import make_sinc  # noqa: E402
-from rvm_ppl.kernels import RBF, design_matrix  # noqa: E402
-from rvm_ppl.model import build_model  # noqa: E402
 
 MODE = "FAST_COMPILE"  # no C compilation: these graphs are small
 
@@ -168,7 +168,7 @@ def test_low_rank_model_predicts_at_new_rows(sinc_design):
 
 @pytest.mark.parametrize("mode", [MODE, "NUMBA"])
 def test_lower_triangular_inverse_op(mode):
-    from rvm_ppl._trtri import lower_triangular_inverse
+    from rvm_ppl.model.trtri import lower_triangular_inverse
 
     rng = np.random.default_rng(5)
     A = rng.normal(size=(30, 30))
@@ -196,7 +196,7 @@ def test_dense_op_inverse_forms_agree(sinc_design):
 
 
 def test_lowrank_weights_have_the_exact_conditional_law(sinc_design):
-    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_conditional_weights
+    from rvm_ppl.model.marginal import lowrank_conditional_moments, lowrank_conditional_weights
 
     Phi, t = sinc_design
     Q, V = low_rank_factor(Phi)
@@ -277,7 +277,7 @@ def test_lowrank_gradient_stays_exact_where_many_alphas_are_tiny(sinc_design):
 
 def test_lowrank_moments_stay_exact_where_many_alphas_are_tiny(sinc_design):
     """mu, gamma and the draws of w at the same point, against 40 digits (eqs. 13, 17)."""
-    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_conditional_weights
+    from rvm_ppl.model.marginal import lowrank_conditional_moments, lowrank_conditional_weights
 
     Phi, t = sinc_design
     Q, V = low_rank_factor(Phi)
@@ -301,8 +301,8 @@ def test_lowrank_moments_stay_exact_where_many_alphas_are_tiny(sinc_design):
 def test_latent_g_matches_the_weights_and_the_dense_moments(sinc_design):
     """g = V w: its draws are V times the draws of w, Q g is Phi w, and the predictive moments
     through g equal those of the weights (Tipping 2001, eqs. 21-22) at ordinary alphas."""
-    from rvm_ppl._marginal import lowrank_conditional_moments, lowrank_latent
-    from rvm_ppl.inference import FitResult
+    from rvm_ppl.core.result import FitResult
+    from rvm_ppl.model.marginal import lowrank_conditional_moments, lowrank_latent
 
     Phi, t = sinc_design
     Q, V = low_rank_factor(Phi)
@@ -333,7 +333,7 @@ def test_latent_g_matches_the_weights_and_the_dense_moments(sinc_design):
 def test_latent_g_stays_exact_where_many_alphas_are_tiny(sinc_design):
     """E[g | alpha, beta] = s - P^{-1} s and Cov[g | alpha, beta] = (I - P^{-1}) / beta against
     40 digits at alpha ~ e^-30, where the moments of w lose every digit of Phi Cov[w] Phi^T."""
-    from rvm_ppl._marginal import lowrank_conditional_moments
+    from rvm_ppl.model.marginal import lowrank_conditional_moments
 
     mp = pytest.importorskip("mpmath")
     Phi, t = sinc_design

@@ -14,10 +14,10 @@ pm = pytest.importorskip("pymc")
 pt = pytest.importorskip("pytensor.tensor")
 import pytensor  # noqa: E402
 
-from rvm_ppl._model_multinomial import (  # noqa: E402
-    _radial_asinh_class,
+from rvm_ppl.model.categorical import (  # noqa: E402
     alpha_given_weights_multinomial,
     build_multinomial_model,
+    radial_asinh_class,
 )
 
 
@@ -35,7 +35,7 @@ def _loglik(Phi, y, W):
 
 @pytest.mark.parametrize("K", [1, 3])
 def test_radial_transform_inverse_and_jacobian(K):
-    tr = _radial_asinh_class()(1.7)
+    tr = radial_asinh_class()(1.7)
     v = pt.vector("v")
     w = tr.backward(v)
     jac = pytensor.gradient.jacobian(w, v)

@@ -9,8 +9,8 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 
 from rvm_ppl import RVC, RVR  # noqa: E402
-from rvm_ppl.compare import alpha_table  # noqa: E402
-from rvm_ppl.datasets import load_ripley, make_sinc  # noqa: E402
+from rvm_ppl.datasets.loaders import load_ripley, make_sinc  # noqa: E402
+from rvm_ppl.output.tables import alpha_table  # noqa: E402
 from rvm_ppl.plotting import plot_alpha, plot_decision, plot_predictive  # noqa: E402
 
 

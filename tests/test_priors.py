@@ -4,8 +4,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from rvm_ppl.datasets import make_sinc
-from rvm_ppl.evidence import (
+from rvm_ppl.closed_form.evidence import (
     alpha_maximiser,
     alpha_objective,
     fit_evidence_regression,
@@ -13,7 +12,8 @@ from rvm_ppl.evidence import (
     prior_penalty,
     resolve_evidence_priors,
 )
-from rvm_ppl.kernels import RBF, Polynomial, design_matrix
+from rvm_ppl.datasets.loaders import make_sinc
+from rvm_ppl.kernels.kernel import RBF, Polynomial, design_matrix
 
 
 def _problems():

@@ -5,9 +5,9 @@ import numpy as np
 import pytest
 
 from rvm_ppl import RVC, RVR
-from rvm_ppl import _progress
-from rvm_ppl._progress import FitProgress
-from rvm_ppl.datasets import make_ripley, make_sinc
+from rvm_ppl.core import progress as _progress
+from rvm_ppl.core.progress import FitProgress
+from rvm_ppl.datasets.loaders import make_ripley, make_sinc
 
 
 def test_line_is_redrawn_in_place_and_ended_once():
@@ -50,7 +50,7 @@ def test_estimators_show_the_line_with_progressbar_only(method, monkeypatch, cap
 
 
 def test_the_multinomial_evidence_fit_shows_the_line(monkeypatch, capsys):
-    from rvm_ppl.datasets import make_three_class
+    from rvm_ppl.datasets.loaders import make_three_class
 
     monkeypatch.setattr(_progress, "DELAY", 0.0)
     X, y = make_three_class(60, random_state=0)

@@ -5,7 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rvm_ppl import RVR
-from rvm_ppl.kernels import RBF, Linear, LinearSpline, Polynomial
+from rvm_ppl.kernels.kernel import RBF, Linear, LinearSpline, Polynomial
 
 KERNELS = [RBF(0.5), RBF(2.0), LinearSpline(), Polynomial(degree=2), Linear() + RBF(1.0)]
 SETTINGS = settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])

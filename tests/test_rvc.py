@@ -5,7 +5,7 @@ import pytest
 from scipy.special import expit
 
 from rvm_ppl import RVC
-from rvm_ppl.datasets import load_ripley
+from rvm_ppl.datasets.loaders import load_ripley
 
 
 @pytest.mark.parametrize("method", ["evidence", "vb"])
@@ -75,7 +75,7 @@ def test_decision_function_ranks_like_predict_proba():
 
 
 # nuts makes a deliberately short run, whose r-hat and ESS warn.
-SHORT_RUN = pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning")
+SHORT_RUN = pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning")
 
 
 @pytest.mark.parametrize("method", ["evidence", "vb",
@@ -129,7 +129,7 @@ def test_bad_labels_and_inputs():
 
 
 def test_binary_only_path_rejects_other_labels():
-    from rvm_ppl.evidence_laplace import fit_evidence_bernoulli
+    from rvm_ppl.closed_form.bernoulli import fit_evidence_bernoulli
 
     with pytest.raises(ValueError, match="must be 0 or 1"):
         fit_evidence_bernoulli(np.ones((4, 2)), np.array([0.0, 1.0, 2.0, 1.0]))
@@ -138,7 +138,7 @@ def test_binary_only_path_rejects_other_labels():
 @pytest.mark.parametrize("y, logit", [(0, 50.0), (1, -50.0), (0, -50.0), (1, 50.0), (0, 800.0)])
 def test_bernoulli_model_gradient_is_finite_at_large_logits(y, logit):
     """d/dw [log N(w | 0, 1/alpha) + log Bernoulli(y | sigma(phi w))] = -alpha w + phi (y - sigma(phi w))."""
-    from rvm_ppl.model import build_model
+    from rvm_ppl.model.build import build_model
 
     phi, alpha = 50.0, 2.0
     model = build_model(np.array([[phi]]), np.array([y]), likelihood="bernoulli",

@@ -13,13 +13,13 @@ import pytest
 from scipy.special import log_softmax
 
 from rvm_ppl import RVC, build_model
-from rvm_ppl.compare import alpha_table
-from rvm_ppl.datasets import load_ripley, make_three_class, three_class_proba
-from rvm_ppl.model import model_spec
+from rvm_ppl.datasets.loaders import load_ripley, make_three_class, three_class_proba
+from rvm_ppl.model.build import model_spec
+from rvm_ppl.output.tables import alpha_table
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 pytestmark = [
-    pytest.mark.filterwarnings("ignore::rvm_ppl.sampling.SamplingWarning"),
+    pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning"),
     pytest.mark.filterwarnings("ignore::ResourceWarning"),
 ]
 LABELS = np.array(["setosa", "versicolor", "virginica"])

@@ -1,4 +1,4 @@
-"""NUTS and ADVI (rvm_ppl.sampling) against exact references, on tiny problems.
+"""NUTS and ADVI (rvm_ppl.pymc_fitters) against exact references, on tiny problems.
 
 Sizes are chosen so that the compiled functions are shared between tests
 (PyTensor caches them by the data's shapes) and the file runs in about a
@@ -15,19 +15,19 @@ from scipy import stats
 from scipy.integrate import quad
 from scipy.special import digamma, expit
 
-from rvm_ppl.datasets import make_sinc
-from rvm_ppl.evidence import posterior_given
-from rvm_ppl.kernels import RBF, design_matrix
-from rvm_ppl.model import build_model
-from rvm_ppl.sampling import (
+from rvm_ppl.closed_form.evidence import posterior_given
+from rvm_ppl.datasets.loaders import make_sinc
+from rvm_ppl.kernels.kernel import RBF, design_matrix
+from rvm_ppl.model.build import build_model
+from rvm_ppl.pymc_fitters.advi import fit_advi as _fit_advi
+from rvm_ppl.pymc_fitters.nuts import (
     ESS_MIN_PER_CHAIN,
     NUTS_SAMPLERS,
     SamplingWarning,
     _warn_diagnostics,
-    softplus_precisions,
 )
-from rvm_ppl.sampling import fit_advi as _fit_advi
-from rvm_ppl.sampling import fit_nuts as _fit_nuts
+from rvm_ppl.pymc_fitters.nuts import fit_nuts as _fit_nuts
+from rvm_ppl.pymc_fitters.results import softplus_precisions
 
 _MODEL_KEYS = ("basis", "likelihood", "priors", "parameterization", "alpha", "beta")
 
@@ -115,7 +115,7 @@ def test_nutpie_gets_cores_and_the_mass_matrix_setting_and_the_user_has_the_last
 
 def test_marginal_logp_and_gradient_match_dense_mvnormal(rng):
     """The M x M form of build_model's marginal likelihood (Tipping 2001, eq. 15)."""
-    from rvm_ppl.model import build_model
+    from rvm_ppl.model.build import build_model
 
     N, M = 15, 6
     Phi = rng.normal(size=(N, M))
@@ -414,7 +414,7 @@ def _quadrature_posterior(Phi, t, priors):
 
 
 def test_bernoulli_marginal_model_density_and_alpha_draws():
-    from rvm_ppl.model import BERNOULLI_PRIORS, alpha_given_weights, build_model
+    from rvm_ppl.model.build import BERNOULLI_PRIORS, alpha_given_weights, build_model
 
     Phi, t = _logistic_problem()
     model = build_model(Phi, t, likelihood="bernoulli")
@@ -444,7 +444,7 @@ def test_bernoulli_marginal_model_density_and_alpha_draws():
 
 @pytest.mark.slow
 def test_bernoulli_nuts_matches_quadrature_and_advi_is_close():
-    from rvm_ppl.model import BERNOULLI_PRIORS
+    from rvm_ppl.model.build import BERNOULLI_PRIORS
 
     Phi, t = _logistic_problem()
     W, p = _quadrature_posterior(Phi, t, BERNOULLI_PRIORS)
@@ -474,7 +474,7 @@ def test_bernoulli_nuts_matches_quadrature_and_advi_is_close():
 
 def test_advi_progress_bar_ends_full_when_the_fit_stops_early():
     """PyMC's own bar counts towards the iteration cap and stays at, e.g., 14 %."""
-    from rvm_ppl.sampling import _AdviProgress
+    from rvm_ppl.pymc_fitters.advi import _AdviProgress
 
     bar = _AdviProgress(False, 50_000, 1000)
     with bar:
@@ -493,7 +493,8 @@ def test_weights_drawn_outside_the_trace_are_the_exact_conditional_draws():
     mu = beta H^{-1} Phi't (Tipping 2001, eqs. 12-13)."""
     from scipy import linalg
 
-    from rvm_ppl.sampling import _conditional_moments, _trace_var_names
+    from rvm_ppl.pymc_fitters.nuts import _trace_var_names
+    from rvm_ppl.pymc_fitters.results import _conditional_moments
 
     X, y = make_sinc(30, random_state=3)
     Phi = design_matrix(X, X, RBF(gamma=1 / 9))

@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 
-from rvm_ppl.datasets import sinc
-from rvm_ppl.evidence import log_evidence_dense
-from rvm_ppl.kernels import RBF
-from rvm_ppl.scales import (
+from rvm_ppl.closed_form.evidence import log_evidence_dense
+from rvm_ppl.closed_form.scales import (
     extended_basis_labels,
     extended_design_columns,
     extended_design_matrix,
     fit_eta_rvm,
     log_evidence_eta,
 )
+from rvm_ppl.datasets.loaders import sinc
+from rvm_ppl.kernels.kernel import RBF
 
 
 def _quadratic(X):

@@ -11,7 +11,7 @@ from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from rvm_ppl import RBF, RVC, RVR
-from rvm_ppl.datasets import load_ripley, make_sinc
+from rvm_ppl.datasets.loaders import load_ripley, make_sinc
 
 
 @parametrize_with_checks(

@@ -1,4 +1,4 @@
-"""Tests of the variational RVM (Bishop & Tipping 2000) in ``rvm_ppl.variational``.
+"""Tests of the variational RVM (Bishop & Tipping 2000) in ``rvm_ppl.closed_form.vb``.
 
 Run with ``-s`` to see the figures of the sinc experiment (paper, Table 1).
 """
@@ -13,8 +13,8 @@ from scipy.optimize import minimize, minimize_scalar
 from scipy.special import expit, logsumexp
 from sklearn.exceptions import ConvergenceWarning
 
-from rvm_ppl.evidence import fit_evidence_regression
-from rvm_ppl.variational import (
+from rvm_ppl.closed_form.evidence import fit_evidence_regression
+from rvm_ppl.closed_form.vb import (
     _QW,
     VBResult,
     _classification_bound,

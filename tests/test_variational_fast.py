@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 from scipy.optimize import minimize_scalar
 
-from rvm_ppl._basis import DenseBasis, KernelBasis, kernel_basis
-from rvm_ppl.kernels import make_kernel
-from rvm_ppl.variational import (
+from rvm_ppl.closed_form.vb import (
     PREFETCH,
     _argmax_f_in,
     _argmax_f_out,
@@ -24,6 +22,8 @@ from rvm_ppl.variational import (
     fit_vb_regression,
     fit_vb_regression_full,
 )
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis, kernel_basis
+from rvm_ppl.kernels.kernel import make_kernel
 
 MONOTONE_RTOL = 1e-9  # rounding slack of the bound trace, relative to |L|
 

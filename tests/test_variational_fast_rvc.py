@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from rvm_ppl._basis import DenseBasis, KernelBasis, kernel_basis
-from rvm_ppl.kernels import make_kernel
-from rvm_ppl.variational import (
+from rvm_ppl.closed_form.vb import (
     _classification_bound,
     _FastVBC,
     _squared_design_times,
     fit_vb_classification,
     fit_vb_classification_full,
 )
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis, kernel_basis
+from rvm_ppl.kernels.kernel import make_kernel
 
 MONOTONE_RTOL = 1e-9
 

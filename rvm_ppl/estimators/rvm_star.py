@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._linalg import cho_solve, cholesky_jittered
+from rvm_ppl.core.linalg import cho_solve, cholesky_jittered
 
 __all__ = [
     "augmented_predict",
@@ -122,8 +122,8 @@ def augmented_predict(
     Examples
     --------
     >>> import numpy as np
-    >>> from rvm_ppl.evidence import posterior_given
-    >>> from rvm_ppl.kernels import RBF
+    >>> from rvm_ppl.closed_form.evidence import posterior_given
+    >>> from rvm_ppl.kernels.kernel import RBF
     >>> X = np.linspace(-3, 3, 20)[:, None]; t = np.sin(X[:, 0])
     >>> k = RBF(gamma=1.0); Phi = k(X, X[::5]); beta = 100.0
     >>> mu, Sigma, _ = posterior_given(Phi, t, np.ones(4), beta)
@@ -244,7 +244,7 @@ def rvm_star_predict(estimator, X, *, alpha_star=None, chunk_size=None):
     Examples
     --------
     >>> from rvm_ppl import RVR
-    >>> from rvm_ppl.datasets import make_sinc
+    >>> from rvm_ppl.datasets.loaders import make_sinc
     >>> X, y = make_sinc(50, random_state=0)
     >>> m = RVR(gamma=1 / 9).fit(X, y)
     >>> mean, std = rvm_star_predict(m, [[0.0], [40.0]])

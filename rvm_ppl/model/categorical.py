@@ -1,10 +1,10 @@
 """The multinomial (softmax) RVM as a PyMC model, in the marginal form.
 
-The declaration behind :func:`rvm_ppl.model.build_model` with
+The declaration behind :func:`rvm_ppl.model.build.build_model` with
 ``likelihood="categorical"``. Tipping (2001), eq. (28): ``K`` weight vectors
-(all kept, see :mod:`rvm_ppl.evidence_multinomial` for why no reference
+(all kept, see :mod:`rvm_ppl.closed_form.categorical` for why no reference
 class), ``P(t_n = k | W) = softmax(Phi W^T)_nk``, with ``alpha`` integrated
-out as the binary classifier of :mod:`rvm_ppl.model` does:
+out as the binary classifier of :mod:`rvm_ppl.model.build` does:
 
 per-class ``alpha`` (``shared_alpha=False``)
     ``alpha_km ~ Gamma(a, b)`` independently, so every weight has the
@@ -16,7 +16,7 @@ shared ``alpha`` (``shared_alpha=True``)
     ``p(w_m) ∝ (1 + ||w_m||^2 / (2 b))^{-(a + K/2)}``, a multivariate
     Student-t with ``2a`` degrees of freedom and scale matrix ``(b / a) I``,
     sampled on the radial scale ``v = w asinh(||w|| / c) / ||w||`` with
-    ``c = sqrt(2 b)`` (:func:`_radial_asinh_class`), on which the density
+    ``c = sqrt(2 b)`` (:func:`radial_asinh_class`), on which the density
     has exponential tails.
 
 ``alpha`` is drawn afterwards from its conditional:
@@ -24,18 +24,17 @@ shared ``alpha`` (``shared_alpha=True``)
 shared (:func:`alpha_given_weights_multinomial`).
 
 The hyperprior defaults to the binary classifier's
-:data:`rvm_ppl.model.BERNOULLI_PRIORS` (``a = 3, b = 2``) for the same
+:data:`rvm_ppl.model.build.BERNOULLI_PRIORS` (``a = 3, b = 2``) for the same
 reason (a kernel basis separates any labelling, so ``a -> 0`` leaves the
 posterior improper in practice).
 """
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 
-from .model import _scaled_asinh_class, model_priors
+from rvm_ppl.core.priors import model_priors
+from rvm_ppl.model.transforms import radial_asinh_class, scaled_asinh_class
 
 
 def build_multinomial_model(
@@ -59,7 +58,7 @@ def build_multinomial_model(
         Labels of the classes (coordinate ``class``); default ``0 .. K-1``.
     priors : dict, optional
         Gamma hyperprior ``a, b`` on ``alpha`` (shape, rate); default
-        :data:`rvm_ppl.model.BERNOULLI_PRIORS`.
+        :data:`rvm_ppl.model.build.BERNOULLI_PRIORS`.
 
     Returns
     -------
@@ -70,14 +69,14 @@ def build_multinomial_model(
     import pymc as pm
     import pytensor.tensor as pt
 
-    from .evidence_multinomial import _one_hot
+    from rvm_ppl.core.labels import one_hot
 
     Phi = np.asarray(Phi, dtype=float)
     N, M = Phi.shape
     y = np.asarray(y)
     if y.shape != (N,):
         raise ValueError(f"y has shape {y.shape}; expected ({N},) to match Phi.")
-    _, K = _one_hot(y, n_classes)  # validates the labels
+    _, K = one_hot(y, n_classes)  # validates the labels
     p = model_priors(priors, "bernoulli")
     if p["a"] <= 0 or p["b"] <= 0:
         raise ValueError("PyMC needs proper hyperpriors: a and b must be positive.")
@@ -100,7 +99,7 @@ def build_multinomial_model(
                 mu=np.zeros(K),
                 scale=(p["b"] / p["a"]) * np.eye(K),
                 dims=("basis", "class"),
-                transform=_radial_asinh_class()(c),
+                transform=radial_asinh_class()(c),
             )
             W = pm.Deterministic("w", Wt.T, dims=("class", "basis"))
         else:
@@ -111,7 +110,7 @@ def build_multinomial_model(
                 mu=0.0,
                 sigma=np.sqrt(p["b"] / p["a"]),
                 dims=("class", "basis"),
-                transform=_scaled_asinh_class()(c),
+                transform=scaled_asinh_class()(c),
             )
         logits = pt.dot(Phi_d, W.T)  # a_nk = phi_n^T w_k
         pm.Categorical("y", logit_p=logits, observed=y_d, dims="obs")  # eq. (28)
@@ -130,59 +129,3 @@ def alpha_given_weights_multinomial(W, priors, rng, *, shared_alpha):
         return rng.gamma(priors["a"] + K / 2, 1.0 / (priors["b"] + 0.5 * np.sum(W**2, axis=-2)))
     return rng.gamma(priors["a"] + 0.5, 1.0 / (priors["b"] + 0.5 * W**2))
 
-
-@functools.cache
-def _radial_asinh_class():
-    """Define the ``RadialAsinh`` transform on first use (no PyMC import at module load)."""
-    import pytensor.tensor as pt
-    from pymc.logprob.transforms import Transform
-
-    small = 1e-8  # below this r^2, the series sinh(r) / r = 1 + r^2 / 6
-
-    def _sinhc_and_log(r2):
-        """``sinh(r) / r`` and ``log(sinh(r) / r)`` for ``r^2 = r2``, safe at 0."""
-        big = r2 >= small
-        r = pt.sqrt(pt.switch(big, r2, 1.0))
-        sinhc = pt.switch(big, pt.sinh(r) / r, 1.0 + r2 / 6.0)
-        log_sinhc = pt.switch(
-            big, r + pt.log(-pt.expm1(-2.0 * r)) - np.log(2.0) - pt.log(r), r2 / 6.0
-        )
-        return sinhc, log_sinhc, r
-
-    class RadialAsinh(Transform):
-        """``v = w asinh(||w|| / c) / ||w||`` on the last axis (length ``K``).
-
-        Inverse: ``w = c sinh(r) v / r`` with ``r = ||v||``; its Jacobian
-        determinant is ``c^K cosh(r) (sinh(r) / r)^{K-1}``. A multivariate
-        Student-t ``(1 + ||w||^2 / c^2)^{-(a + K/2)}`` becomes
-        ``cosh(r)^{-(2a + K - 1)} (sinh(r) / r)^{K-1}``: smooth at 0 and
-        ``~ exp(-2 a r)`` in the tails. For ``K = 1`` it is ``ScaledAsinh``.
-        """
-
-        name = "radial_asinh"
-        ndim_supp = 1
-
-        def __init__(self, c):
-            self.c = float(c)
-
-        def forward(self, value, *inputs):
-            r2 = pt.sum((value / self.c) ** 2, axis=-1, keepdims=True)
-            big = r2 >= small
-            rw = pt.sqrt(pt.switch(big, r2, 1.0))
-            # asinh(x) / x, with its series 1 - x^2 / 6 near 0
-            ratio = pt.switch(big, pt.arcsinh(rw) / rw, 1.0 - r2 / 6.0)
-            return value / self.c * ratio
-
-        def backward(self, value, *inputs):
-            r2 = pt.sum(value**2, axis=-1, keepdims=True)
-            sinhc, _, _ = _sinhc_and_log(r2)
-            return self.c * value * sinhc
-
-        def log_jac_det(self, value, *inputs):
-            K = value.shape[-1]
-            r2 = pt.sum(value**2, axis=-1)
-            _, log_sinhc, r = _sinhc_and_log(r2)
-            log_cosh = pt.switch(r2 >= small, r + pt.log1p(pt.exp(-2.0 * r)) - np.log(2.0), r2 / 2)
-            return K * np.log(self.c) + log_cosh + (K - 1) * log_sinhc
-
-    return RadialAsinh

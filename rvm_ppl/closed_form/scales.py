@@ -31,9 +31,13 @@ from functools import lru_cache
 import numpy as np
 from scipy.optimize import minimize
 
-from ._progress import FitProgress
-from .evidence import MIN_DELTA_LOG_ALPHA, fit_evidence_regression, resolve_evidence_priors
-from .kernels import RBF
+from rvm_ppl.closed_form.evidence import (
+    MIN_DELTA_LOG_ALPHA,
+    fit_evidence_regression,
+    resolve_evidence_priors,
+)
+from rvm_ppl.core.progress import FitProgress
+from rvm_ppl.kernels.kernel import RBF
 
 __all__ = [
     "extended_design_matrix",
@@ -100,7 +104,7 @@ def extended_design_matrix(X, centres, kernel, *, bias=True, extra_basis=None):
     Examples
     --------
     >>> import numpy as np
-    >>> from rvm_ppl.kernels import RBF
+    >>> from rvm_ppl.kernels.kernel import RBF
     >>> X = np.array([[0.0, 1.0], [2.0, 3.0]])
     >>> Phi = extended_design_matrix(X, X, RBF(0.5), extra_basis=lambda Z: Z[:, :1] ** 2)
     >>> Phi.shape
@@ -330,7 +334,7 @@ def fit_eta_rvm(
        PyTensor gradient (:func:`log_evidence_eta`); a step that does not
        raise the evidence is discarded;
     2. **alpha step**: at most ``alpha_iters`` iterations of the fast
-       sequential algorithm (:func:`~rvm_ppl.evidence.fit_evidence_regression`)
+       sequential algorithm (:func:`~rvm_ppl.closed_form.evidence.fit_evidence_regression`)
        on the basis rebuilt at the new ``eta``, warm-started from the
        previous active set, its ``alpha`` and ``beta`` (adds, deletions,
        re-estimates and noise updates).
@@ -368,10 +372,10 @@ def fit_eta_rvm(
         Targets, in the units the ``priors`` refer to (the estimators pass
         ``y / std(y)``).
     eta0 : float or array-like of shape (d,)
-        Initial input scales (``gamma`` of :class:`~rvm_ppl.kernels.RBF`).
+        Initial input scales (``gamma`` of :class:`~rvm_ppl.kernels.kernel.RBF`).
     bias : bool
     priors : dict, optional
-        Gamma hyperpriors, as in :func:`~rvm_ppl.evidence.fit_evidence_regression`.
+        Gamma hyperpriors, as in :func:`~rvm_ppl.closed_form.evidence.fit_evidence_regression`.
     extra_basis : callable, optional
         ``X -> (N, p)`` array of extra basis functions (§4.3).
     schedule : {"refine", "grow"}

@@ -13,7 +13,7 @@ precisions, ``beta`` noise precision, ``Sigma`` and ``mu`` the posterior of the
 weights in the model, ``S, Q`` the sparsity and quality factors with the
 basis function in the model, ``s, q`` with it left out.
 
-Each climb runs in a compiled loop (:mod:`rvm_ppl._evidence_engine`) when
+Each climb runs in a compiled loop (:mod:`rvm_ppl.closed_form.engine`) when
 the basis fits in memory as a dense matrix and the fit uses no hyperprior,
 callback or progress logging; the loop below is the reference it follows
 decision for decision, and serves every other case.
@@ -42,7 +42,6 @@ no finite ``alpha`` makes its term of the objective positive.
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import warnings
 from dataclasses import dataclass, field
@@ -51,46 +50,42 @@ import numpy as np
 from scipy.linalg import lapack
 from sklearn.exceptions import ConvergenceWarning
 
-from ._basis import DenseBasis, KernelBasis
-from ._linalg import (
+from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
+    ADD,
+    ADD_ORDER,
+    ALIGNMENT_MAX,
+    BETA_MAX_FACTOR,
+    BETA_UPDATE_FREQUENCY,
+    BETA_UPDATE_START,
+    DELETE,
+    DRIFT_SAMPLE,
+    DRIFT_TOL,
+    ENGINE_MAX_ENTRIES,
+    ENGINE_MIN_ENTRIES,
+    GAUSSIAN_SNR_INIT,
+    INIT_ALPHA_MAX,
+    MIN_DELTA_LOG_ALPHA,
+    MIN_DELTA_LOG_BETA,
+    MULTISTART_MAX_N,
+    NOISE_WARMUP_MAX,
+    POLISH_AFTER,
+    POLISH_GAIN,
+    POLISH_MAX_STEP,
+    POLISH_STEPS,
+    PREFETCH,
+    PREFETCH_CHEAP,
+    REESTIMATE,
+    ZERO_FACTOR,
+)
+from rvm_ppl.core.linalg import (
     cho_covariance,
     cho_logdet,
     cholesky_jittered,
     solve_lower,
     solve_lower_t_right,
 )
-from ._progress import FitProgress
-
-# SparseBayes v2 control constants (Tipping & Faul 2003; SB2_ControlSettings).
-ZERO_FACTOR = 1e-12  # q^2 - s at or below this counts as "irrelevant"
-MIN_DELTA_LOG_ALPHA = 1e-3  # a re-estimate smaller than this proposes termination
-MIN_DELTA_LOG_BETA = 1e-6  # a noise change larger than this vetoes termination
-BETA_UPDATE_START = 10  # update the noise every iteration for this many ...
-BETA_UPDATE_FREQUENCY = 5  # ... then every this many
-BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t)
-ALIGNMENT_MAX = 1 - 1e-4  # cosine above which a candidate duplicates a basis in the model
-# (SparseBayes uses 1 - 1e-3; with wide kernels, where most columns are that
-# close, it blocked 290 of 455 candidates on Boston housing and stopped 90 nats
-# below the optimum; see part C of benchmarks/bench_evidence.py).
-GAUSSIAN_SNR_INIT = 0.1  # initial noise sd = 0.1 * std(t)
-INIT_ALPHA_MAX = 1e3  # initial alpha when the closed form is negative
-NOISE_WARMUP_MAX = 25  # longest noise warm-up (iterations)
-PREFETCH = 32  # cross products computed per pass over a lazy basis
-PREFETCH_CHEAP = 1  # ... over a dense or low-rank basis, where a column costs the same alone
-ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
-DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
-DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
-# and the best candidates to add)
-ENGINE_MAX_ENTRIES = 2001 * 2001  # largest N x M the compiled engine materialises (32 MB)
-ENGINE_LOAD_SECONDS = 0.4  # loading the compiled engine into a process (Numba's runtime, cached code)
-TIER_MAX_ENTRIES = 1001 * 1001  # largest N x M whose first climbs in a process run in Python
-MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
-POLISH_AFTER = 10  # consecutive re-estimations that start a joint Newton polish
-POLISH_STEPS = 10  # Newton steps in one polish at most
-POLISH_MAX_STEP = 2.0  # largest change of one log alpha (or log beta) in a Newton step
-POLISH_GAIN = 1e-6  # predicted gain (nats) of a step below which a polish stops
-
-ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"
+from rvm_ppl.core.progress import FitProgress
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis
 
 logger = logging.getLogger(__name__)
 
@@ -99,7 +94,7 @@ logger = logging.getLogger(__name__)
 class EvidenceResult:
     """Outcome of the evidence maximisation, on the original basis scale.
 
-    For the Bernoulli likelihood (:func:`rvm_ppl.evidence_laplace.fit_evidence_bernoulli`)
+    For the Bernoulli likelihood (:func:`rvm_ppl.closed_form.bernoulli.fit_evidence_bernoulli`)
     ``mu`` and ``Sigma`` are the posterior mode and the Laplace covariance
     (Tipping 2001, eqs. 26-27), ``log_evidence`` is the Laplace
     approximation, and ``beta`` is ``None``.
@@ -1026,7 +1021,7 @@ def _refuse(model, j, blocker, alignment_test):
 
 class _Progress:
     """Throttled progress messages through ``logging`` (``progress`` of the fitters) and
-    a live line for long fits (``progressbar``; :class:`rvm_ppl._progress.FitProgress`)."""
+    a live line for long fits (``progressbar``; :class:`rvm_ppl.core.progress.FitProgress`)."""
 
     def __init__(self, progress, progressbar=False, label="evidence"):
         if isinstance(progress, bool) or progress is None:
@@ -1136,7 +1131,7 @@ def fit_evidence_regression(
     alignment_test : bool
         Skip candidates whose cosine with a basis in the model exceeds
         ``ALIGNMENT_MAX = 1 - 1e-4`` (SparseBayes's redundancy test, which
-        uses ``1 - 1e-3``; see :data:`rvm_ppl.evidence.ALIGNMENT_MAX`).
+        uses ``1 - 1e-3``; see :data:`rvm_ppl.closed_form.evidence.ALIGNMENT_MAX`).
     noise_warmup : bool
         Hold ``beta`` at its initial value until the basis functions have
         converged, and only then re-estimate it (every iteration for
@@ -1174,7 +1169,7 @@ def fit_evidence_regression(
         the noise updates.
     progress : bool or float
         Log the iteration, model size and log evidence through the
-        ``logging`` module (logger ``"rvm_ppl.evidence"``, level INFO) at
+        ``logging`` module (logger ``"rvm_ppl.closed_form.evidence"``, level INFO) at
         most every ``progress`` seconds (``True``: every 2 s), and once at
         the end if any message was logged.
     progressbar : bool
@@ -1190,21 +1185,20 @@ def fit_evidence_regression(
         traces are those of the ascents that led to the result (the
         re-check continuing the kept one); ``callback`` and progress
         messages see every ascent.
-    compiled : "auto" or False
-        Run each ascent in the compiled engine (:mod:`rvm_ppl._evidence_engine`,
+    compiled : "auto", True or False
+        Run each ascent in the compiled engine (:mod:`rvm_ppl.closed_form.engine`,
         the same algorithm without the interpreter's cost per iteration).
-        ``"auto"`` (default): whenever the basis fits in
-        ``ENGINE_MAX_ENTRIES`` entries once materialised, there are no
-        hyperpriors, no ``callback``, no ``progress`` logging and
-        ``refresh="drift"``; an ascent whose Cholesky factorisation fails
-        is rerun in Python, where the jitter policy of
-        :func:`rvm_ppl._linalg.cholesky_jittered` applies. Loading the
-        engine costs a process ``ENGINE_LOAD_SECONDS`` once, more than a
-        whole fit at small N takes in Python, so problems of at most
-        ``TIER_MAX_ENTRIES`` entries run in Python until the process has
-        spent that long on such fits, and in the engine from then on (or
-        once the engine is loaded); both take the same decisions. ``False``:
-        always the Python loop.
+        The engine applies where the basis fits in ``ENGINE_MAX_ENTRIES``
+        entries once materialised, there are no hyperpriors, no ``callback``,
+        no ``progress`` logging and ``refresh="drift"``; an ascent whose
+        Cholesky factorisation fails is rerun in Python, where the jitter
+        policy of :func:`rvm_ppl.core.linalg.cholesky_jittered` applies.
+        ``"auto"`` (default): where it applies and the problem has more than
+        ``ENGINE_MIN_ENTRIES`` = 1001 x 1001 entries; smaller problems run in
+        Python, where a whole fit costs less than loading the engine into a
+        process. The choice depends on the problem alone, never on what the
+        process ran before. ``True``: the engine wherever it applies, at any
+        size. ``False``: always the Python loop. Both take the same decisions.
 
     Returns
     -------
@@ -1218,46 +1212,36 @@ def fit_evidence_regression(
     kw = dict(beta=beta, fixed_beta=fixed_beta, start=start, max_iter=max_iter, tol=tol,
               alignment_test=alignment_test, noise_warmup=noise_warmup, priors=priors,
               warm_start=warm_start, warn=warn, callback=callback, refresh=refresh, report=report)
-    tiered = False
-    if compiled == "auto":
-        compiled = _compiled_basis(basis, priors, callback, refresh, report.every is not None)
-    elif compiled:
-        raise ValueError("compiled must be 'auto' or False.")
+    if compiled not in ("auto", True, False):
+        raise ValueError(f"compiled must be 'auto', True or False; got {compiled!r}.")
+    if compiled:
+        compiled = _compiled_basis(basis, priors, callback, refresh, report.every is not None,
+                                   any_size=compiled is True)
     if compiled:
         basis = compiled
-        tiered = basis.n_samples * basis.n_basis <= TIER_MAX_ENTRIES and not _engine_pays()
-    kw["compiled"] = bool(compiled) and not tiered
-    begin = time.perf_counter()
+    kw["compiled"] = bool(compiled)
     best = _fit_sequential(basis, t, **kw)
     if multistart == "auto":
         multistart = warm_start is None and len(t) <= MULTISTART_MAX_N
     if multistart:
         best = _multistart(basis, t, best, kw)
-    if tiered:
-        _TIER["python_seconds"] += time.perf_counter() - begin
     report(best.n_iter, best.active.size, best.log_evidence, final=True, converged=best.converged)
     return best
 
 
-_TIER = {"python_seconds": 0.0}  # time this process spent in Python on climbs the engine could run
+def _compiled_basis(basis, priors, callback, refresh, progress, any_size=False):
+    """The materialised basis the compiled engine runs on, or None where it does not apply.
 
-
-def _engine_pays():
-    """Whether the compiled engine is loaded, or Python climbs have cost as much as loading it.
-
-    The rule of renting skis: a process that fits many small problems pays
-    at most twice what it would have with the engine from the start.
+    The choice depends on the problem only: its size (``ENGINE_MIN_ENTRIES <
+    N x M <= ENGINE_MAX_ENTRIES``, or any size up to the maximum with
+    ``any_size``) and the options that only the Python loop has.
     """
-    loaded = "rvm_ppl._evidence_engine" in sys.modules
-    return loaded or _TIER["python_seconds"] >= ENGINE_LOAD_SECONDS
-
-
-def _compiled_basis(basis, priors, callback, refresh, progress):
-    """The materialised basis the compiled engine runs on, or None where it does not apply."""
+    entries = basis.n_samples * basis.n_basis
+    smallest = 0 if any_size else ENGINE_MIN_ENTRIES
     if (callback is not None or refresh != "drift" or progress
             or resolve_evidence_priors(priors) is not None
             or type(basis) not in (DenseBasis, KernelBasis)
-            or basis.n_samples * basis.n_basis > ENGINE_MAX_ENTRIES):
+            or not smallest < entries <= ENGINE_MAX_ENTRIES):
         return None
     if type(basis) is DenseBasis:
         return basis
@@ -1314,13 +1298,21 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
     if isinstance(warm_start, EvidenceResult):
         warm_start = (warm_start.active, warm_start.alpha[warm_start.active])
     if compiled:
-        from . import _evidence_engine
+        from rvm_ppl.closed_form import engine as _evidence_engine
 
-        res = _evidence_engine.run(
+        state = _evidence_engine.run(
             basis.Phi, t, proj / scale, scale, beta=beta,
             beta_max=beta_max, fixed_beta=fixed_beta, noise_warmup=noise_warmup,
             alignment_test=alignment_test, tol=tol, max_iter=max_iter, start=start,
-            warm_start=warm_start, warn=warn)
+            warm_start=warm_start)
+        res = None
+        if state is not None:
+            if not state["converged"] and warn:
+                warn_not_converged(max_iter)
+            res = _state_result(
+                state["scale"], state["active"], state["alpha"], state["mu"], state["Sigma"],
+                state["S"], state["Q"], state["beta"], state["logml"], state["trace"],
+                state["n_iter"], state["converged"], aligned=state["aligned"], counts=state["counts"])
         if res is not None:
             report(it0 + res.n_iter, res.active.size, res.log_evidence)
             return res

@@ -1,8 +1,8 @@
 """One ascent of the fast sequential evidence maximisation, compiled (Numba).
 
-The same algorithm as :func:`rvm_ppl.evidence._fit_sequential` for the
+The same algorithm as :func:`rvm_ppl.closed_form.evidence._fit_sequential` for the
 plain evidence (no hyperpriors) on an explicit design matrix: the same
-decisions (:func:`rvm_ppl.evidence.choose_action`), the same rank-one
+decisions (:func:`rvm_ppl.closed_form.evidence.choose_action`), the same rank-one
 updates (Tipping & Faul 2003, Appendix A), the same drift check, noise
 schedule, alignment test, Newton polish and stopping rule. What it removes is the
 interpreter: the Python loop spends 100-200 microseconds per iteration on
@@ -11,20 +11,20 @@ N = 1000 is most of a fit.
 
 The design matrix is materialised (``N x M``, C order; the engine divides
 by the column norms itself), so the engine serves small and mid-sized
-problems (``rvm_ppl.evidence.ENGINE_MAX_ENTRIES``); the cross products
+problems (``rvm_ppl.closed_form.evidence.ENGINE_MAX_ENTRIES``); the cross products
 ``Phi~^T phi~_j`` of unit-norm columns are computed as basis functions
 enter. Matrices in the model are ``k x k`` for the ``k`` basis functions in
 it (tens, or hundreds for wide kernels) and are factorised without jitter
 (a plain loop for small ``k``, LAPACK from ``_LAPACK_MIN_N`` on); a
 factorisation that fails (a numerically singular posterior precision)
 returns :data:`FAILED` and the caller reruns the climb in Python, under the
-jitter policy of :func:`rvm_ppl._linalg.cholesky_jittered`.
+jitter policy of :func:`rvm_ppl.core.linalg.cholesky_jittered`.
 
 The first call on a machine compiles the engine (15-40 s on a 2-core
 machine) and caches the machine code on disk (``cache=True``); the first
 call in a later process loads it (0.3-0.9 s with Numba's runtime), which
 is why a process's first small fits run in Python
-(:func:`rvm_ppl.evidence.fit_evidence_regression`, ``compiled``).
+(:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`, ``compiled``).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from . import evidence as _ev
+from rvm_ppl.closed_form import constants as _ev
 
 OK, FAILED = 0, 1
 ADD, REESTIMATE, DELETE = 0, 1, 2
@@ -251,7 +251,7 @@ def _pin(act, k, alpha, Sigma, mu, S, Q):
 
 @njit(cache=True, error_model="numpy")
 def _choose(S, Q, act, k, alpha, in_model, blocker, tol, top):
-    """:func:`rvm_ppl.evidence.choose_action`: ``(action, index, new alpha, gain, terminate, n_top)``.
+    """:func:`rvm_ppl.closed_form.evidence.choose_action`: ``(action, index, new alpha, gain, terminate, n_top)``.
 
     ``top`` receives the best addable candidates, best first (the drift
     check looks at them).
@@ -332,7 +332,7 @@ def _column(slot, Gc, n_cols, Phi, scale, j):
 
 @njit(cache=True, error_model="numpy")
 def _block(G, j, blocker, in_model):
-    """Block the candidates aligned with basis ``j`` (``rvm_ppl.evidence._block_aligned``)."""
+    """Block the candidates aligned with basis ``j`` (``rvm_ppl.closed_form.evidence._block_aligned``)."""
     n = 0
     for m in range(G.shape[0]):
         if G[m] > _ALIGNMENT_MAX and blocker[m] < 0 and not in_model[m]:
@@ -343,7 +343,7 @@ def _block(G, j, blocker, in_model):
 
 @njit(cache=True, error_model="numpy")
 def _unblock(GT, act, k, j, blocker):
-    """Release the candidates ``j`` blocked (``rvm_ppl.evidence._unblock``)."""
+    """Release the candidates ``j`` blocked (``rvm_ppl.closed_form.evidence._unblock``)."""
     M = blocker.shape[0]
     for m in range(M + 1):
         f = j if m == M else m
@@ -473,7 +473,7 @@ def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Si
     """MacKay's noise update (Tipping 2001, eq. 18), accepted only if it raises the evidence.
 
     The step in ``log beta`` is halved until it does (at most 20 times), as in
-    ``rvm_ppl.evidence._update_noise``. Returns ``(ok, moved, beta, log evidence)``.
+    ``rvm_ppl.closed_form.evidence._update_noise``. Returns ``(ok, moved, beta, log evidence)``.
     """
     N = t.shape[0]
     ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, False)
@@ -503,7 +503,7 @@ def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Si
 
 @njit(cache=True, error_model="numpy")
 def _newton_terms(alpha, beta, Sigma, mu, ED, N, k, free_beta):
-    """:func:`rvm_ppl.evidence.evidence_newton_terms` on the leading ``k`` entries."""
+    """:func:`rvm_ppl.closed_form.evidence.evidence_newton_terms` on the leading ``k`` entries."""
     n = k + 1 if free_beta else k
     g = np.empty(n)
     H = np.empty((n, n))
@@ -530,7 +530,7 @@ def _newton_terms(alpha, beta, Sigma, mu, ED, N, k, free_beta):
 
 @njit(cache=True, error_model="numpy")
 def _direction(g, H):
-    """:func:`rvm_ppl.evidence.newton_direction`: ``(found, step)``."""
+    """:func:`rvm_ppl.closed_form.evidence.newton_direction`: ``(found, step)``."""
     n = g.size
     top = 1.0
     for i in range(n):
@@ -555,7 +555,7 @@ def _direction(g, H):
 @njit(cache=True, error_model="numpy")
 def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, Sigma, mu, Sig2, mu2,
             S, Q):
-    """:func:`rvm_ppl.evidence._polish`: ``(ok, moved, beta, log evidence)``."""
+    """:func:`rvm_ppl.closed_form.evidence._polish`: ``(ok, moved, beta, log evidence)``."""
     N = t.shape[0]
     ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
                                   False)
@@ -711,7 +711,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
             logml += gain
             if action == ADD:
                 # An addition the exact evidence does not confirm is undone,
-                # the candidate refused until a deletion (rvm_ppl.evidence._refuse).
+                # the candidate refused until a deletion (rvm_ppl.closed_form.evidence._refuse).
                 ok, _, exact = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sig2, mu2,
                                            S, Q, False)
                 if not ok:
@@ -786,8 +786,8 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
 
 
 def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, alignment_test,
-        tol, max_iter, start, warm_start, warn):
-    """One compiled ascent as an :class:`~rvm_ppl.evidence.EvidenceResult`, or None if it failed.
+        tol, max_iter, start, warm_start):
+    """One compiled ascent: its state (a dict of arrays and scalars), or None if it failed.
 
     ``Phi`` is the design matrix (copied only if not in C order),
     ``proj_unit = Phi^T t / scale``, ``warm_start`` is ``(active, alpha)`` in original column units or None.
@@ -806,10 +806,9 @@ def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, a
                       int(max_iter), int(start or 0), act0, alpha0)
     if status != OK:
         return None
-    if not converged and warn:
-        _ev.warn_not_converged(max_iter)
-    return _ev._state_result(
-        scale, act, alpha, mu, Sigma, S, Q, float(beta), float(logml), trace, int(n_iter),
-        bool(converged), aligned=np.flatnonzero((blocker >= 0) & (blocker < blocker.size)),
+    return dict(
+        scale=scale, active=act, alpha=alpha, mu=mu, Sigma=Sigma, S=S, Q=Q, beta=float(beta),
+        logml=float(logml), trace=trace, n_iter=int(n_iter), converged=bool(converged),
+        aligned=np.flatnonzero((blocker >= 0) & (blocker < blocker.size)),
         counts=dict(zip(COUNT_KEYS, counts.tolist())),
     )

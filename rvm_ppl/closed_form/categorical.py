@@ -37,14 +37,14 @@ not identifiable, and the fit's path differs from the binary one.
 
 The algorithm
 -------------
-As :mod:`rvm_ppl.evidence_laplace` does for two classes, every step runs on
+As :mod:`rvm_ppl.closed_form.bernoulli` does for two classes, every step runs on
 the Laplace approximation at the posterior mode (Newton's method with the
 block Hessian of the ``K`` weight vectors, ``B_n = diag(y_n) - y_n y_n^T``;
 Nabney 1999), and the action is chosen from the statistics of a regression
 with the (singular, positive semi-definite) noise precision matrix ``B``
 frozen at the mode. A *group* of weights shares one ``alpha``: with
 per-class ``alpha`` a group is one weight ``w_km`` and the scalar formulas
-of Tipping & Faul (2003) apply unchanged (:func:`rvm_ppl.evidence.choose_action`
+of Tipping & Faul (2003) apply unchanged (:func:`rvm_ppl.closed_form.evidence.choose_action`
 on ``K M`` candidates); with shared ``alpha`` a group is the ``K`` weights
 of one basis function, its factors are a ``K x K`` matrix ``s_m`` and a
 ``K``-vector ``q_m``, and its contribution to the log evidence is
@@ -70,10 +70,16 @@ import numpy as np
 from scipy import linalg
 from scipy.special import logsumexp, softmax
 
-from ._basis import DenseBasis, KernelBasis, LowRankKernelBasis
-from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
-from ._progress import FitProgress
-from .evidence import (
+from rvm_ppl.closed_form.bernoulli import (
+    GRADIENT_MIN,
+    INIT_ALPHA_MIN,
+    LOGIT_TARGET_SHRINK,
+    MAX_POSTMODE_ITS,
+    STALL_GAIN,
+    STALL_ITERATIONS,
+    STEP_MIN,
+)
+from rvm_ppl.closed_form.evidence import (
     ADD,
     ALIGNMENT_MAX,
     DELETE,
@@ -84,15 +90,16 @@ from .evidence import (
     choose_action,
     warn_not_converged,
 )
-from .evidence_laplace import (
-    GRADIENT_MIN,
-    INIT_ALPHA_MIN,
-    LOGIT_TARGET_SHRINK,
-    MAX_POSTMODE_ITS,
-    STALL_GAIN,
-    STALL_ITERATIONS,
-    STEP_MIN,
+from rvm_ppl.core.labels import one_hot
+from rvm_ppl.core.linalg import (
+    cho_covariance,
+    cho_logdet,
+    cho_solve,
+    cholesky_jittered,
+    solve_lower,
 )
+from rvm_ppl.core.progress import FitProgress
+from rvm_ppl.kernels.basis import DenseBasis, KernelBasis, LowRankKernelBasis
 
 # Shared-alpha groups: the maximiser of l(alpha) is searched on a grid of
 # log(alpha / lambda_max) in [-GRID_HALF_WIDTH, GRID_HALF_WIDTH] with unit
@@ -126,7 +133,7 @@ def _log_likelihood(A, T):
     return float(np.sum(T * A) - np.sum(logsumexp(A, axis=1)))
 
 
-def _neg_hessian(cols, cls, Y, alpha):
+def neg_hessian(cols, cls, Y, alpha):
     """``H = Psi^T B Psi + A`` with ``B_n = diag(y_n) - y_n y_n^T`` (Nabney 1999).
 
     Entry ``(i, j)`` is ``sum_n c_ni c_nj (y_{n,k_i} [k_i = k_j] - y_{n,k_i} y_{n,k_j})``:
@@ -165,7 +172,7 @@ def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
         g = np.einsum("nj,nj->j", cols, (T - Y)[:, cls]) - alpha * w
         if J == 0 or np.max(np.abs(g)) < grad_tol or n_iter == max_iter:
             break
-        L, _ = _factor(_neg_hessian(cols, cls, Y, alpha))
+        L, _ = _factor(neg_hessian(cols, cls, Y, alpha))
         delta = cho_solve(L, g)
         step = 1.0
         while step >= step_min:
@@ -180,7 +187,7 @@ def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
             break
     Y = softmax(A, axis=1)
     g = np.einsum("nj,nj->j", cols, (T - Y)[:, cls]) - alpha * w
-    L, ill = _factor(_neg_hessian(cols, cls, Y, alpha))
+    L, ill = _factor(neg_hessian(cols, cls, Y, alpha))
     grad_max = float(np.max(np.abs(g))) if J else 0.0
     return w, L, _log_likelihood(A, T), Y, n_iter, grad_max, ill
 
@@ -196,32 +203,6 @@ def _laplace_log_evidence(log_lik, w, alpha, L):
         + 0.5 * float(np.sum(np.log(alpha)))
         - 0.5 * cho_logdet(L)
     )
-
-
-def _one_hot(y, n_classes=None):
-    """Validate integer labels and return ``(T, K)`` with ``T`` the one-of-K coding."""
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"Labels must be a 1-D array, got shape {y.shape}.")
-    if y.size == 0:
-        raise ValueError("No labels given.")
-    if not np.issubdtype(y.dtype, np.number) or not np.all(np.isfinite(y)):
-        raise ValueError("Labels must be finite integers 0, ..., K - 1.")
-    if np.any(y != np.round(y)):
-        raise ValueError("Labels must be integers 0, ..., K - 1.")
-    y = y.astype(int)
-    if y.min() < 0:
-        raise ValueError(f"Labels must lie in 0, ..., K - 1; got a negative label {y.min()}.")
-    K = int(y.max()) + 1 if n_classes is None else int(n_classes)
-    if K < 2:
-        raise ValueError(f"Multinomial classification needs at least 2 classes, got {K}.")
-    if y.min() < 0 or y.max() >= K:
-        raise ValueError(f"Labels must lie in 0, ..., {K - 1}; got range [{y.min()}, {y.max()}].")
-    if np.unique(y).size < 2:
-        raise ValueError("The labels contain a single class; at least two are needed.")
-    T = np.zeros((y.size, K))
-    T[np.arange(y.size), y] = 1.0
-    return T, K
 
 
 def _dense_alpha(alpha, K, M):
@@ -261,7 +242,7 @@ def posterior_mode_multinomial(
     n_classes : int, optional
         ``K``; default ``max(y) + 1``.
     max_iter, grad_tol, step_min
-        As :func:`rvm_ppl.evidence_laplace.posterior_mode`.
+        As :func:`rvm_ppl.closed_form.bernoulli.posterior_mode`.
 
     Returns
     -------
@@ -273,7 +254,7 @@ def posterior_mode_multinomial(
         Largest absolute gradient component at the returned point.
     """
     Phi = np.asarray(Phi, dtype=float)
-    T, K = _one_hot(y, n_classes)
+    T, K = one_hot(y, n_classes)
     M = Phi.shape[1]
     alpha = _dense_alpha(alpha, K, M)
     kk, mm = np.nonzero(np.isfinite(alpha))
@@ -296,7 +277,7 @@ def posterior_mode_multinomial(
 def laplace_log_evidence_multinomial(Phi, y, alpha, *, n_classes=None):
     """Laplace approximation to the log evidence of the softmax RVM at fixed ``alpha``.
 
-    A reference for tests, like :func:`rvm_ppl.evidence_laplace.laplace_log_evidence`.
+    A reference for tests, like :func:`rvm_ppl.closed_form.bernoulli.laplace_log_evidence`.
 
     Parameters
     ----------
@@ -428,7 +409,7 @@ def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_A
 
     Returns
     -------
-    rvm_ppl.evidence.Decision
+    rvm_ppl.closed_form.evidence.Decision
     """
     M = S.shape[0]
     act = np.asarray(active, dtype=int)
@@ -681,7 +662,7 @@ def fit_evidence_multinomial(
     """
     if isinstance(basis, np.ndarray):
         basis = DenseBasis(basis)
-    T, K = _one_hot(y, n_classes)
+    T, K = one_hot(y, n_classes)
     if basis.n_samples != T.shape[0]:
         raise ValueError(f"basis has {basis.n_samples} rows but y has {T.shape[0]} labels.")
     M = basis.n_basis

@@ -82,3 +82,9 @@ def target_scale(y):
         "precisions and noise variance in y's units would overflow or underflow float64. "
         "Rescale y (for example y / y.std()) and scale the predictions back."
     )
+
+
+def model_priors(priors, likelihood):
+    """The hyperpriors of the PyMC model: ``priors`` completed for ``likelihood``."""
+    classifier = likelihood in ("bernoulli", "categorical")
+    return resolve_priors(priors, BERNOULLI_PRIORS if classifier else None)

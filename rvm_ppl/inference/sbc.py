@@ -45,7 +45,7 @@ maximisation shrinks the weights; its beta is below the truth in 57.5 %
 (p = 0.04), overestimating the noise.
 
 The fits use the hyperprior in the units of ``y`` exactly: the sampling
-methods take it as given (:func:`rvm_ppl.model.build_model`) and the
+methods take it as given (:func:`rvm_ppl.model.build.build_model`) and the
 closed-form methods, which run on ``y / std(y)``, get it converted to those
 units, so that every method fits the model the data were drawn from.
 """
@@ -86,8 +86,8 @@ def _standardised_priors(priors, scale):
 
 
 def _fit_closed_form(method, Phi, y, priors, labels):
-    from ._priors import target_scale
-    from .inference import fit_evidence, fit_vb
+    from rvm_ppl.core.priors import target_scale
+    from rvm_ppl.inference.methods import fit_evidence, fit_vb
 
     p = _standardised_priors(priors, target_scale(y))
     if method == "vb":
@@ -139,8 +139,9 @@ def sbc(Phi, priors, *, n_sims=200, methods=METHODS, bases=(0, 1, 2), n_ranks=99
     """
     import pandas as pd
 
-    from .model import build_model
-    from .sampling import advi_result, nuts_result
+    from rvm_ppl.model.build import build_model
+    from rvm_ppl.pymc_fitters.advi import advi_result
+    from rvm_ppl.pymc_fitters.nuts import nuts_result
 
     Phi = np.asarray(Phi, dtype=float)
     N, M = Phi.shape

@@ -19,9 +19,9 @@ import json
 
 import numpy as np
 
-from . import kernels as _kernels
-from ._idata import package_version
-from .inference import FitResult
+from rvm_ppl.core.result import FitResult
+from rvm_ppl.kernels import kernel as _kernels
+from rvm_ppl.output.idata import package_version
 
 STATE_GROUP = "estimator_state"
 # 3: RVC files carry multi_class and shared_alpha among the parameters and,

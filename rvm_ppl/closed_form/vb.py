@@ -168,9 +168,15 @@ import numpy as np
 from scipy.special import digamma, gammaln
 from sklearn.exceptions import ConvergenceWarning
 
-from ._basis import DenseBasis, LowRankKernelBasis
-from ._linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered, solve_lower
-from ._progress import FitProgress
+from rvm_ppl.core.linalg import (
+    cho_covariance,
+    cho_logdet,
+    cho_solve,
+    cholesky_jittered,
+    solve_lower,
+)
+from rvm_ppl.core.progress import FitProgress
+from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis
 
 LN_2PI = float(np.log(2.0 * np.pi))
 ALPHA_INIT = 1.0  # initial <alpha_m> (unit prior variance of the weights)
@@ -486,7 +492,7 @@ def fit_vb_regression_full(
     Examples
     --------
     >>> import numpy as np
-    >>> from rvm_ppl.variational import fit_vb_regression_full
+    >>> from rvm_ppl.closed_form.vb import fit_vb_regression_full
     >>> x = np.linspace(-1, 1, 20)
     >>> Phi = np.column_stack([np.ones_like(x), x])
     >>> res = fit_vb_regression_full(Phi, 1.0 + 2.0 * x)
@@ -837,7 +843,7 @@ def fit_vb_regression(
     ----------
     basis : ndarray of shape (N, M), DenseBasis or KernelBasis
         Candidate basis functions (columns), as for
-        :func:`rvm_ppl.evidence.fit_evidence_regression`.
+        :func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`.
     t : ndarray of shape (N,)
         Real targets.
     a, b : float
@@ -1224,7 +1230,7 @@ def _add_one_at_a_time(st, max_iter, tol, update_hyper, progressbar=False):
     ``update_hyper(acted)`` updates ``Q(beta)`` or ``xi`` and returns its own
     gain; the fit stops when neither raises the bound by more than
     ``tol * max(1, |L|)``. ``progressbar`` shows a live line once the fit
-    has run two seconds (:class:`rvm_ppl._progress.FitProgress`).
+    has run two seconds (:class:`rvm_ppl.core.progress.FitProgress`).
     """
     trace = []
     converged = False

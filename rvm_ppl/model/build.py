@@ -24,7 +24,7 @@ Three parameterisations describe the same joint distribution:
     The likelihood is evaluated in the M x M form with an analytic gradient
     (:func:`_marginal_loglike`), not as an N x N ``MvNormal``; when ``Phi``
     has a low numerical rank ``k`` (smooth kernels on few inputs), in an
-    exact k x k form instead (:mod:`rvm_ppl._marginal`).
+    exact k x k form instead (:mod:`rvm_ppl.model.marginal`).
 
     *Classification*: ``alpha`` integrated out, so that every weight has
     the Student-t prior of Tipping (2001), eq. (32),
@@ -66,29 +66,29 @@ Bishop & Tipping uses :data:`DEFAULT_PRIORS`.
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 
-from ._marginal import dense_marginal_loglike as _marginal_loglike
-from ._marginal import (
+from rvm_ppl.core.priors import (  # noqa: F401
+    BERNOULLI_PRIORS,
+    DEFAULT_PRIORS,
+    model_priors,
+    resolve_priors,
+    scale_priors,
+)
+from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
+from rvm_ppl.model.marginal import (
     low_rank_factor,
     lowrank_conditional_weights,
     lowrank_marginal_loglike,
     use_low_rank,
 )
-from ._priors import BERNOULLI_PRIORS, DEFAULT_PRIORS, resolve_priors, scale_priors  # noqa: F401
+from rvm_ppl.model.transforms import scaled_asinh_class
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
 LIKELIHOODS = ("gaussian", "bernoulli", "categorical")
-
-
-def model_priors(priors, likelihood):
-    """The hyperpriors of the PyMC model: ``priors`` completed for ``likelihood``."""
-    classifier = likelihood in ("bernoulli", "categorical")
-    return resolve_priors(priors, BERNOULLI_PRIORS if classifier else None)
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def build_model(
         softmax over ``K`` weight vectors, all kept (no reference class, so
         that the model is symmetric in the classes; the prior makes the
         posterior proper), ``alpha`` integrated out as for ``"bernoulli"``
-        (:mod:`rvm_ppl._model_multinomial`). Marginal form only.
+        (:mod:`rvm_ppl.model.categorical`). Marginal form only.
     basis : list of str, optional
         Labels of the basis functions (coordinate ``basis``); default
         ``"phi_0", "phi_1", ...``.
@@ -231,14 +231,14 @@ def build_model(
     low_rank : bool or None, optional
         Marginal regression only: evaluate the likelihood through an exact
         factor ``Phi = Q V``, ``Q`` (N x k) orthonormal
-        (:func:`rvm_ppl._marginal.lowrank_marginal_loglike`; data
+        (:func:`rvm_ppl.model.marginal.lowrank_marginal_loglike`; data
         ``"lowrank_Q"``, ``"lowrank_V"`` and ``"lowrank_s" = Q^T y``), at
         ``O(k^2 M)`` per gradient instead of ``O(M^3)``; ``w`` is then drawn
         through the singular values of the same factor
-        (:func:`rvm_ppl._marginal.lowrank_conditional_weights`).
+        (:func:`rvm_ppl.model.marginal.lowrank_conditional_weights`).
         ``None`` (default): whenever ``Phi`` has such a factor, to a residual
         of ``1e-12`` of its largest column norm, and its rank passes the flop
-        rule of :func:`rvm_ppl._marginal.use_low_rank`; ``True``: whenever
+        rule of :func:`rvm_ppl.model.marginal.use_low_rank`; ``True``: whenever
         the factor exists (ValueError otherwise); ``False``: never. The
         model's density is the same either way; the weights drawn from the
         same ``w_std`` differ (each is an exact draw of ``w | alpha, beta,
@@ -341,7 +341,7 @@ def build_model(
             # Tipping (2001) eq. (32): alpha_m ~ Gamma(a, b) integrated out.
             w = pm.StudentT(
                 "w", nu=2 * p["a"], mu=0.0, sigma=np.sqrt(p["b"] / p["a"]), dims="basis",
-                transform=_scaled_asinh_class()(np.sqrt(2 * p["b"])),
+                transform=scaled_asinh_class()(np.sqrt(2 * p["b"])),
             )
             _bernoulli_logit("y", Phi_d @ w, y_d, n_rows)  # eq. (23)
             model.rvm_spec = spec
@@ -360,7 +360,7 @@ def build_model(
             # Tipping (2001) eq. (15): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),
             # evaluated in the M x M form with its analytic gradient, from the
             # training data's sufficient statistics, or, when Phi = Q V has a
-            # low rank k, in a k x k form (rvm_ppl._marginal).
+            # low rank k, in a k x k form (rvm_ppl.model.marginal).
             PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
             Pty = pm.Data("PhiT_y", Phi.T @ y)
             factor = _marginal_factor(Phi, low_rank)
@@ -411,8 +411,8 @@ def build_model(
 
 def _categorical_model(Phi, y, *, basis, priors, shared_alpha, classes, parameterization,
                        alpha, beta):
-    """The softmax RVM of :mod:`rvm_ppl._model_multinomial`, with its :class:`ModelSpec`."""
-    from ._model_multinomial import build_multinomial_model
+    """The softmax RVM of :mod:`rvm_ppl.model.categorical`, with its :class:`ModelSpec`."""
+    from rvm_ppl.model.categorical import build_multinomial_model
 
     if parameterization != "marginal" or alpha is not None or beta is not None:
         raise ValueError(
@@ -536,75 +536,3 @@ def alpha_given_weights(w, priors, rng):
     w = np.asarray(w, dtype=float)
     return rng.gamma(priors["a"] + 0.5, 1.0 / (priors["b"] + 0.5 * w**2))
 
-
-@functools.cache
-def _scaled_asinh_class():
-    """The ``ScaledAsinh`` transform, defined on first use: importing this module needs no PyMC."""
-    import pytensor.tensor as pt
-    from pymc.logprob.transforms import Transform
-
-    class ScaledAsinh(Transform):
-        """``v = asinh(w / c)``: the sampling scale of a Student-t weight.
-
-        The Student-t density ``(1 + w^2 / (2 b))^{-(a + 1/2)}`` has a core of
-        width ``c = sqrt(2 b)`` and power-law tails; on the scale ``v`` the
-        density is ``cosh(v)^{-2a}``: smooth, log-concave, and with
-        exponential tails, which NUTS traverses with one step size.
-        """
-
-        name = "scaled_asinh"
-
-        def __init__(self, c):
-            self.c = float(c)
-
-        def forward(self, value, *inputs):
-            return pt.arcsinh(value / self.c)
-
-        def backward(self, value, *inputs):
-            return self.c * pt.sinh(value)
-
-        def log_jac_det(self, value, *inputs):
-            # log(c cosh v), written so that it cannot overflow for large |v|
-            v = pt.abs(value)
-            return np.log(self.c) + v + pt.log1p(pt.exp(-2.0 * v)) - np.log(2.0)
-
-    return ScaledAsinh
-
-
-@functools.cache
-def _softplus_rate_class():
-    """The ``SoftplusRate`` transform, defined on first use: importing this module needs no PyMC."""
-    import pytensor.tensor as pt
-    from pymc.logprob.transforms import Transform
-
-    class SoftplusRate(Transform):
-        """``alpha = softplus(v) / b``: the sampling scale of a ``Gamma(a, b)`` precision.
-
-        On PyMC's default scale ``u = log alpha`` the Gamma density is
-        ``exp(a u - b e^u)``: flat for ``alpha << 1/b`` and a wall beyond,
-        whose curvature ``b e^u`` grows e-fold per unit of ``u``. The
-        posterior of a pruned basis function's ``alpha`` is that prior (the
-        likelihood no longer depends on it), so NUTS spends its trajectories
-        against the wall with a step size the wall sets. On ``v`` the same
-        density is ``softplus(v)^(a - 1) e^(-softplus(v)) sigmoid(v)``: the
-        same flat region (``softplus(v) = e^v`` for ``v << 0``, so ``v = log
-        (b alpha)`` there) and an exponential tail ``e^(-v)`` whose curvature
-        stays below 1. The map is exact; only the sampler's coordinates change.
-        """
-
-        name = "softplus_rate"
-
-        def __init__(self, b):
-            self.b = np.asarray(b, dtype=float)
-
-        def forward(self, value, *inputs):
-            x = value * self.b
-            return x + pt.log1mexp(-x)  # log(expm1(x)), without overflow
-
-        def backward(self, value, *inputs):
-            return pt.softplus(value) / self.b
-
-        def log_jac_det(self, value, *inputs):
-            return -pt.softplus(-value) - np.log(self.b)  # log(sigmoid(v) / b)
-
-    return SoftplusRate

@@ -5,11 +5,11 @@ basis), the targets in their own units and explicit keyword arguments, and
 returns a :class:`FitResult` in the units of the targets. Regression
 hyperpriors are given for targets of unit standard deviation. The sampling
 methods apply them to ``y`` by scaling their rates
-(:func:`rvm_ppl.model.scale_priors`), which is the same model, so nothing
+(:func:`rvm_ppl.model.build.scale_priors`), which is the same model, so nothing
 needs converting. The closed-form methods run on ``y / std(y)``, where their
 numerical tolerances were set, and their result builders
 (:func:`_evidence_result`, :func:`_vb_result`) express what they return in
-the units of ``y``: the only place where units are converted. :func:`rvm_ppl._idata.to_idata` turns a result into
+the units of ``y``: the only place where units are converted. :func:`rvm_ppl.output.idata.to_idata` turns a result into
 the InferenceData.
 
 Predictions need only the moments: for any posterior, the predictive mean
@@ -32,139 +32,27 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, field, replace
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
-from ._basis import DenseBasis
-from ._linalg import blas_limit
+from rvm_ppl.core.linalg import blas_limit
+from rvm_ppl.core.result import FitResult, gamma_relevance
+from rvm_ppl.kernels.basis import DenseBasis
 
 _log = logging.getLogger("rvm_ppl")
-from ._priors import resolve_priors, scale_priors, target_scale
-from .evidence import fit_evidence_full, fit_evidence_regression
-from .evidence_laplace import fit_evidence_bernoulli
-from .scales import fit_eta_rvm
-from .variational import fit_vb_classification, fit_vb_regression
-
-RELEVANCE_GAMMA = 0.5
+from rvm_ppl.closed_form.bernoulli import fit_evidence_bernoulli
+from rvm_ppl.closed_form.evidence import fit_evidence_full, fit_evidence_regression
+from rvm_ppl.closed_form.scales import fit_eta_rvm
+from rvm_ppl.closed_form.vb import fit_vb_classification, fit_vb_regression
+from rvm_ppl.core.priors import resolve_priors, scale_priors, target_scale
 
 # Each method's iteration cap and tolerance when the estimator leaves them at
 # None: evidence, change in log alpha (Tipping & Faul 2003); vb, relative
 # change of the bound; advi, change of the windowed median loss in nats per
-# observation (rvm_ppl.sampling).
+# observation (rvm_ppl.pymc_fitters).
 DEFAULT_MAX_ITER = {"evidence": 10_000, "vb": 5_000, "advi": 50_000}
 DEFAULT_TOL = {"evidence": 1e-3, "vb": 1e-7, "advi": 1e-2}
-
-
-@dataclass(frozen=True)
-class FitResult:
-    """What every fitter returns, in the units of the targets.
-
-    Attributes
-    ----------
-    method, likelihood : str
-    basis : tuple of str
-        Labels of every candidate basis function (``M`` of them).
-    support : ndarray of int
-        The bases in the method's model; every other weight is exactly 0.
-    mean, cov : ndarray
-        ``E[w]`` and ``Cov[w]`` on ``support``.
-    alpha : ndarray of shape (M,)
-        Point summary of each ``alpha_m`` (evidence: the estimate; vb: the
-        mean of ``Q``; advi, nuts: the posterior median); ``inf`` where pruned.
-    beta : float or None
-        Point summary of ``beta`` (regression): ``1 / E[1/beta]``.
-    noise_var : float or None
-        ``E[1/beta]``.
-    gamma : ndarray of shape (M,)
-        ``E[gamma_m]`` (Tipping 2001, eq. 17); 0 where pruned.
-    relevant : ndarray of bool, shape (M,)
-        The method's relevance decision (module docstring).
-    stats : dict
-        Scalars: ``log_evidence`` or ``elbo``, ``n_iter``, ``converged``,
-        sampler diagnostics, times.
-    fit : dict
-        ``name -> (dims, values)``: the method's own quantities for the
-        ``fit`` group (objective trace on ``iteration``, per-candidate
-        quantities on ``candidate``).
-    draws : dict or None
-        Posterior draws on ``support`` (``w``, ``alpha`` of shape
-        (chain, draw, len(support)), ``beta`` (chain, draw)) for the
-        sampling methods; None for the closed-form ones, which are drawn
-        when the InferenceData is built.
-    alpha_gamma, beta_gamma : tuple or None
-        ``(shape, rate)`` of a Gamma posterior of ``alpha`` (arrays of
-        shape (M,)) or ``beta`` (vb); None for a point estimate.
-    sample_stats : xarray.Dataset or None
-        The sampler's statistics (nuts).
-    outside_var : ndarray of shape (M,) or None
-        Variance of each weight outside ``support`` where it is not a point
-        mass: a pruned vb fit keeps an independent ``N(0, v_m)`` factor for
-        every basis function it leaves out (0 on ``support``). It adds
-        ``sum_m phi_m(x)^2 v_m`` to the predictive variance of the latent.
-    latent : dict or None
-        The marginal regression in its low-rank form (``build_model``'s
-        ``Phi = Q V``): ``V_pinv`` (``V^+``, len(support) x k), ``mean`` and
-        ``cov`` of ``g = V w`` (``E[g]``, ``E[Cov(g | alpha, beta)] +
-        Cov[E(g | alpha, beta)]``) and ``draws`` of ``g`` (chain, draw, k;
-        None once saved and loaded). Predictions go through ``f = C g``,
-        ``C = Phi V^+`` (:func:`rvm_ppl._marginal.lowrank_latent`), which
-        stays exact where the draws of ``w`` are too large for ``Phi w`` in
-        float64.
-    """
-
-    method: str
-    likelihood: str
-    basis: tuple
-    support: np.ndarray
-    mean: np.ndarray
-    cov: np.ndarray
-    alpha: np.ndarray
-    beta: float | None
-    noise_var: float | None
-    gamma: np.ndarray
-    relevant: np.ndarray
-    stats: dict = field(default_factory=dict)
-    fit: dict = field(default_factory=dict)
-    draws: dict | None = None
-    alpha_gamma: tuple | None = None
-    beta_gamma: tuple | None = None
-    sample_stats: Any = None
-    outside_var: np.ndarray | None = None
-    latent: dict | None = None
-
-    def latent_moments(self, Phi):
-        """Mean and variance of the latent ``f = Phi w`` at design rows ``Phi`` (on ``support``).
-
-        Tipping (2001) eqs. (21)-(22) without the noise: ``Phi E[w]`` and
-        ``diag(Phi Cov[w] Phi^T)``, or through ``g = V w`` for a low-rank fit
-        (:attr:`latent`).
-        """
-        Phi = np.asarray(Phi, dtype=float)
-        if self.latent is not None:
-            C = Phi @ self.latent["V_pinv"]
-            return C @ self.latent["mean"], np.einsum("ij,jk,ik->i", C, self.latent["cov"], C)
-        return Phi @ self.mean, np.einsum("ij,jk,ik->i", Phi, self.cov, Phi)
-
-    def latent_draws(self, Phi, w):
-        """Draws of ``f = Phi w``, shape ``w.shape[:-1] + (len(Phi),)``; through ``g`` if low-rank."""
-        Phi = np.asarray(Phi, dtype=float)
-        if self.latent is not None and self.latent["draws"] is not None:
-            return self.latent["draws"] @ (Phi @ self.latent["V_pinv"]).T
-        return w @ Phi.T
-
-    @property
-    def w_draws(self):
-        """Posterior draws of the weights on ``support``, flattened to (S, len(support)), or None."""
-        if self.draws is None:
-            return None
-        return self.draws["w"].reshape(-1, len(self.support))
-
-
-def gamma_relevance(gamma):
-    """The relevance rule of vb, advi and nuts: ``E[gamma_m] > 1/2``."""
-    return np.asarray(gamma) > RELEVANCE_GAMMA
 
 
 def dense_phi(basis, method):
@@ -180,7 +68,7 @@ def dense_phi(basis, method):
 
 
 def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
-    """A :class:`FitResult` from an :class:`~rvm_ppl.evidence.EvidenceResult` of ``y / scale``.
+    """A :class:`FitResult` from an :class:`~rvm_ppl.closed_form.evidence.EvidenceResult` of ``y / scale``.
 
     With ``t = y / s``: ``w = s w'``, ``alpha = alpha' / s^2``,
     ``beta = beta' / s^2``, Faul & Tipping's ``s_m = s'_m / s^2`` and
@@ -219,7 +107,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     (``"full"``). Without ``priors`` this is plain type-II maximum
     likelihood, the limit ``a = b = c = d -> 0`` of the model; with them, the
     posterior of ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A),
-    the missing ones taken from :data:`rvm_ppl.model.DEFAULT_PRIORS`.
+    the missing ones taken from :data:`rvm_ppl.model.build.DEFAULT_PRIORS`.
     ``progressbar`` shows a live line for a fast fit that runs over two
     seconds.
     """
@@ -288,7 +176,7 @@ def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, 
                         bias, extra_basis, schedule, progressbar=False):
     """Type-II maximum likelihood with one learned Gaussian-kernel scale per input.
 
-    Tipping (2001), App. C (:func:`rvm_ppl.scales.fit_eta_rvm`). Returns the
+    Tipping (2001), App. C (:func:`rvm_ppl.closed_form.scales.fit_eta_rvm`). Returns the
     :class:`FitResult`, the learned scales and the history of the rounds.
     """
     if priors is not None:
@@ -306,7 +194,7 @@ def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, 
 def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol, progressbar=False):
     """Bishop & Tipping's variational RVM: closed-form ``Q(w) Q(alpha) Q(beta)``.
 
-    Fitted one basis function at a time (:mod:`rvm_ppl.variational`), so a
+    Fitted one basis function at a time (:mod:`rvm_ppl.closed_form.vb`), so a
     lazy kernel basis serves as well as a design matrix.
     """
     p = resolve_priors(priors)
@@ -323,7 +211,7 @@ def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol, progressbar=F
 
 
 def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
-    """A :class:`FitResult` from a :class:`~rvm_ppl.variational.VBResult` of ``y / scale``.
+    """A :class:`FitResult` from a :class:`~rvm_ppl.closed_form.vb.VBResult` of ``y / scale``.
 
     With ``t = y / s``: ``w = s w'``, the rates of ``Q(alpha)`` and ``Q(beta)``
     are multiplied by ``s^2`` (their shapes stay), and the bound on
@@ -373,10 +261,11 @@ def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
 def _sampling_model(basis, y, labels, likelihood, priors, model_kw=None):
     """The PyMC model of the sampling methods, hyperpriors in the units of ``y``.
 
-    ``model_kw``: further keywords of :func:`rvm_ppl.model.build_model`
+    ``model_kw``: further keywords of :func:`rvm_ppl.model.build.build_model`
     (``shared_alpha``, ``classes`` of the categorical likelihood).
     """
-    from .model import build_model, model_priors
+    from rvm_ppl.core.priors import model_priors
+    from rvm_ppl.model.build import build_model
 
     p = (scale_priors(priors, target_scale(y)) if likelihood == "gaussian"
          else model_priors(priors, likelihood))
@@ -386,40 +275,40 @@ def _sampling_model(basis, y, labels, likelihood, priors, model_kw=None):
 
 def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, random_state,
              sample_kwargs, model_kw=None):
-    """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.sampling.fit_advi`).
+    """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.pymc_fitters.advi.fit_advi`).
 
     The categorical likelihood gives one result per class.
     """
-    from . import sampling
+    from rvm_ppl.pymc_fitters import advi
 
     model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
-    return sampling.advi_result(model, n_iter=max_iter, tol=tol, draws=draws,
+    return advi.advi_result(model, n_iter=max_iter, tol=tol, draws=draws,
                                 random_state=random_state, **(sample_kwargs or {}))
 
 
 def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, random_state,
              sample_kwargs, model_kw=None):
-    """NUTS on the PyMC model (:func:`rvm_ppl.sampling.fit_nuts`).
+    """NUTS on the PyMC model (:func:`rvm_ppl.pymc_fitters.nuts.fit_nuts`).
 
     The categorical likelihood gives one result per class.
     """
-    from . import sampling
+    from rvm_ppl.pymc_fitters import nuts
 
     model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
-    return sampling.nuts_result(model, draws=draws, tune=tune, chains=chains,
+    return nuts.nuts_result(model, draws=draws, tune=tune, chains=chains,
                                 random_state=random_state, **(sample_kwargs or {}))
 
 
-_FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
+FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
 
 
 def fit(method, basis, y, *, blas_threads=1, **kwargs):
-    """Fit the RVM to ``y`` on ``basis`` by one of the methods in ``_FIT_METHODS``.
+    """Fit the RVM to ``y`` on ``basis`` by one of the methods in ``FIT_METHODS``.
 
     Parameters
     ----------
     method : str
-        A key of ``_FIT_METHODS``.
+        A key of ``FIT_METHODS``.
     basis : ndarray of shape (N, M), DenseBasis or KernelBasis
     y : ndarray of shape (N,)
     blas_threads : int or None
@@ -433,9 +322,9 @@ def fit(method, basis, y, *, blas_threads=1, **kwargs):
     FitResult
     """
     try:
-        fitter = _FIT_METHODS[method]
+        fitter = FIT_METHODS[method]
     except (KeyError, TypeError):
-        raise ValueError(f"Unknown method {method!r}; expected one of {sorted(_FIT_METHODS)}.") from None
+        raise ValueError(f"Unknown method {method!r}; expected one of {sorted(FIT_METHODS)}.") from None
     start = time.perf_counter()
     with blas_limit(blas_threads):
         result = fitter(basis, y, **kwargs)

@@ -6,7 +6,7 @@ eq. 15), in two exact forms:
 :func:`dense_marginal_loglike`
     the M x M form of Tipping's Appendix A: one Cholesky factor of
     ``H = beta Phi^T Phi + A`` and its triangular inverse (LAPACK ``dtrtri``,
-    :mod:`rvm_ppl._trtri`), ``(2/3) M^3`` flops per logp + gradient.
+    :mod:`rvm_ppl.model.trtri`), ``(2/3) M^3`` flops per logp + gradient.
 :func:`lowrank_marginal_loglike`
     for a design matrix of low rank, ``Phi = Q V`` with ``Q`` (N x k)
     orthonormal: one QR factor of an ``(M + k) x k`` matrix, ``O(k^2 M)`` per
@@ -186,7 +186,7 @@ def dense_marginal_loglike(*, inverse="trtri"):
     ----------
     inverse : {"trtri", "solve"}
         How ``L^{-1}`` is formed: LAPACK's triangular inverse
-        (:mod:`rvm_ppl._trtri`, ``M^3 / 3`` flops) or a triangular solve
+        (:mod:`rvm_ppl.model.trtri`, ``M^3 / 3`` flops) or a triangular solve
         against the identity (``M^3`` flops; the form before ``dtrtri``,
         kept for ``benchmarks/bench_bayes.py --part gradient``).
 
@@ -203,7 +203,7 @@ def dense_marginal_loglike(*, inverse="trtri"):
     if inverse not in ("trtri", "solve"):
         raise ValueError(f"inverse must be 'trtri' or 'solve'; got {inverse!r}.")
     if inverse == "trtri":
-        from ._trtri import lower_triangular_inverse
+        from rvm_ppl.model.trtri import lower_triangular_inverse
     else:
         def lower_triangular_inverse(L):
             return solve_triangular(L, pt.eye(L.shape[0]), lower=True)
@@ -338,7 +338,7 @@ def lowrank_conditional_weights(alpha, beta, V, s, z):
 
 
 def lowrank_conditional_moments(V, s, alpha, beta, z=None):
-    """:func:`rvm_ppl.sampling._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
+    """:func:`rvm_ppl.pymc_fitters.results._conditional_moments` for ``Phi = Q V``, at ``O(k M^2)`` per draw.
 
     Returns ``E[mu]``, ``E[Sigma] + Cov[mu]`` and ``E[gamma]`` over the draws
     of ``(alpha, beta)`` (Tipping 2001, eqs. 12, 13, 17), given standard

@@ -1,6 +1,6 @@
 """The one place that builds the package's InferenceData.
 
-Every method's :class:`~rvm_ppl.inference.FitResult` becomes the same
+Every method's :class:`~rvm_ppl.inference.methods.FitResult` becomes the same
 layout, following ArviZ's schema:
 
 ``posterior``
@@ -81,7 +81,7 @@ def _draw_posterior(result, chains, draws, rng):
     n = len(result.support)
     w = np.zeros((chains, draws, n))
     if n:
-        from ._linalg import cholesky_jittered
+        from rvm_ppl.core.linalg import cholesky_jittered
 
         L = cholesky_jittered(result.cov, what="posterior covariance of the weights")
         w = result.mean + rng.standard_normal((chains, draws, n)) @ L.T
@@ -320,7 +320,7 @@ def _multinomial_draws(results, support, chains, draws, joint_cov, rng):
     sizes = [len(r.support) for r in results]
     flat = np.zeros((n_chain, n_draw, sum(sizes)))
     if flat.shape[-1]:
-        from ._linalg import cholesky_jittered
+        from rvm_ppl.core.linalg import cholesky_jittered
 
         L = cholesky_jittered(joint_cov, what="posterior covariance of the weights")
         mean = np.concatenate([r.mean for r in results])

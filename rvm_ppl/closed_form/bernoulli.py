@@ -4,7 +4,7 @@ The likelihood is ``P(t | w) = prod_n y_n^t_n (1 - y_n)^(1 - t_n)`` with
 ``y_n = sigma(phi_n^T w)`` (Tipping 2001, eq. 23), so neither the weight
 posterior nor the evidence has a closed form. Following Tipping (2001), §3
 and SparseBayes v2, each step of the fast sequential algorithm of
-:mod:`rvm_ppl.evidence` runs on the Laplace approximation:
+:mod:`rvm_ppl.closed_form.evidence` runs on the Laplace approximation:
 
 1. find the posterior mode ``mu`` of the weights for the current ``alpha``
    by Newton's method (iteratively re-weighted least squares), warm-started
@@ -14,7 +14,7 @@ and SparseBayes v2, each step of the fast sequential algorithm of
    the classification problem then looks like a regression with
    heteroscedastic noise precisions ``b_n`` (eqs. 26-27), which gives the
    factors ``S, Q`` of every candidate;
-3. :func:`rvm_ppl.evidence.choose_action` picks the add, re-estimate or
+3. :func:`rvm_ppl.closed_form.evidence.choose_action` picks the add, re-estimate or
    delete step that the Gaussian formulas say raises the evidence most.
 
 By default (``frozen_steps=True``) re-estimations, deletions and additions
@@ -49,16 +49,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expit
 
-from ._basis import DenseBasis
-from ._linalg import (
-    cho_covariance,
-    cho_logdet,
-    cho_solve,
-    cholesky_jittered,
-    solve_lower_t_right,
-)
-from ._progress import FitProgress
-from .evidence import (
+from rvm_ppl.closed_form.evidence import (
     ADD,
     ALIGNMENT_MAX,
     DELETE,
@@ -70,6 +61,15 @@ from .evidence import (
     out_factors,
     warn_not_converged,
 )
+from rvm_ppl.core.linalg import (
+    cho_covariance,
+    cho_logdet,
+    cho_solve,
+    cholesky_jittered,
+    solve_lower_t_right,
+)
+from rvm_ppl.core.progress import FitProgress
+from rvm_ppl.kernels.basis import DenseBasis
 
 # SparseBayes v2 constants for the non-Gaussian path (SB2_Initialisation,
 # SB2_PosteriorMode).
@@ -249,7 +249,7 @@ def laplace_log_evidence(Phi, t, alpha):
     ``log P(t | mu) - mu^T A mu / 2 + sum log(alpha) / 2 - log|H| / 2``, the
     log of the Gaussian integral of ``P(t | w) p(w | alpha)`` around the mode.
     ``alpha = inf`` drops the column. A reference for tests, like
-    :func:`rvm_ppl.evidence.log_evidence_dense`.
+    :func:`rvm_ppl.closed_form.evidence.log_evidence_dense`.
 
     Parameters
     ----------
@@ -376,7 +376,7 @@ class _Laplace:
 
 
 def _choose(state, active, alpha, blocked, tol):
-    """:func:`~rvm_ppl.evidence.choose_action`, with a negligible re-estimation counted as convergence."""
+    """:func:`~rvm_ppl.closed_form.evidence.choose_action`, with a negligible re-estimation counted as convergence."""
     d = choose_action(state.S, state.Q, active, alpha, blocked=blocked, tol=tol)
     if d.action == REESTIMATE and d.gain < MIN_REESTIMATE_GAIN * max(1.0, abs(state.logml)):
         d.terminate = True
@@ -402,7 +402,7 @@ def fit_evidence_bernoulli(
     Bernoulli likelihood: after every action the posterior mode is re-found
     (warm-started) and the factors ``S, Q`` of every candidate are
     recomputed from the mode; the action is then chosen by
-    :func:`rvm_ppl.evidence.choose_action`.
+    :func:`rvm_ppl.closed_form.evidence.choose_action`.
 
     Parameters
     ----------
@@ -422,7 +422,7 @@ def fit_evidence_bernoulli(
     alignment_test : bool
         Skip candidates whose cosine with a basis in the model exceeds
         ``ALIGNMENT_MAX = 1 - 1e-4`` (SparseBayes's redundancy test, which
-        uses ``1 - 1e-3``; see :data:`rvm_ppl.evidence.ALIGNMENT_MAX`).
+        uses ``1 - 1e-3``; see :data:`rvm_ppl.closed_form.evidence.ALIGNMENT_MAX`).
     callback : callable, optional
         Called as ``callback(iteration, action, index, log_evidence)``
         after every action that changed the model (for a step with ``B``

@@ -131,7 +131,7 @@ def ripley_proba(X):
 
 
 def _load(name, skiprows=0):
-    with files("rvm_ppl.data").joinpath(name).open("r") as fh:
+    with files("rvm_ppl.datasets").joinpath("data").joinpath(name).open("r") as fh:
         return np.loadtxt(fh, skiprows=skiprows)
 
 

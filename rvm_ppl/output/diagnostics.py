@@ -69,7 +69,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from ._linalg import cholesky_jittered
+from rvm_ppl.core.linalg import cholesky_jittered
 
 __all__ = [
     "ApproximationWarning",
@@ -500,7 +500,7 @@ def log_joint_hyper(Phi, y, log_alpha, log_beta, priors):
 
     ``log N(y | 0, C) + sum_m log Gamma(alpha_m | a, b) + log Gamma(beta | c, d)
     + sum_m log alpha_m + log beta``: Tipping (2001) eq. (15) in its M x M
-    form (App. A; as :func:`rvm_ppl.model._marginal_loglike`), the Gamma
+    form (App. A; as :func:`rvm_ppl.model.build._marginal_loglike`), the Gamma
     hyperpriors (eq. 6, shape and rate) and the Jacobian of ``log``.
 
     Parameters
@@ -638,7 +638,7 @@ def _q_vb_weights(fit, rng, S, keep, in_model, priors):
     ``Q(w)`` is the full Gaussian ``N(mean, cov)`` on the bases in the model
     and an independent ``N(0, v_m)`` on each other one, where
     ``Q(alpha_m) = Gamma(a + 1/2, b + v_m / 2)`` gives ``v_m = 2 (rate - b)``
-    (:class:`rvm_ppl.variational.VBResult`).
+    (:class:`rvm_ppl.closed_form.vb.VBResult`).
     """
     from scipy import stats
 
@@ -680,8 +680,7 @@ def _q_advi_weights(fit, rng, S, keep, priors):
 
 def _khat_inputs(fit, Phi, y, priors):
     """Return the InferenceData, design matrix, targets and hyperpriors of a fit."""
-    from ._priors import resolve_priors, scale_priors, target_scale
-    from .model import model_priors
+    from rvm_ppl.core.priors import model_priors, resolve_priors, scale_priors, target_scale
 
     idata = getattr(fit, "idata_", fit)
     if not hasattr(idata, "attrs") or "inference_method" not in idata.attrs:
@@ -710,7 +709,7 @@ def _khat_inputs(fit, Phi, y, priors):
     elif Phi is None or y is None or priors is None:
         raise ValueError("With an InferenceData, give Phi (all candidate columns), y and the "
                          "priors the fit used (for regression in the units of y: "
-                         "rvm_ppl.model.scale_priors).")
+                         "rvm_ppl.model.build.scale_priors).")
     return idata, np.asarray(Phi, dtype=float), np.asarray(y, dtype=float), priors
 
 
@@ -749,9 +748,9 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, bases="all", n_draws=4000
     priors : dict, optional
         ``a, b, c, d`` of the fit: for regression in the units of ``y``; by
         default the estimator's, scaled as the fit used them
-        (:func:`rvm_ppl.model.scale_priors`). The classifier's vb uses the
+        (:func:`rvm_ppl.model.build.scale_priors`). The classifier's vb uses the
         package default, its advi the PyMC model's
-        (:data:`rvm_ppl.model.BERNOULLI_PRIORS` unless set).
+        (:data:`rvm_ppl.model.build.BERNOULLI_PRIORS` unless set).
     bases : {"all", "kept"}
         ``"all"`` (default) judges ``q`` as an approximation of the model
         with every candidate basis, the one NUTS samples; for vb, ``q``

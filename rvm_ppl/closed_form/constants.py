@@ -1,0 +1,37 @@
+"""Control constants of the sequential evidence ascent (SparseBayes v2, Tipping & Faul 2003).
+
+One home for the numbers the Python driver and the compiled engine share.
+"""
+
+# SparseBayes v2 control constants (Tipping & Faul 2003; SB2_ControlSettings).
+ZERO_FACTOR = 1e-12  # q^2 - s at or below this counts as "irrelevant"
+MIN_DELTA_LOG_ALPHA = 1e-3  # a re-estimate smaller than this proposes termination
+MIN_DELTA_LOG_BETA = 1e-6  # a noise change larger than this vetoes termination
+BETA_UPDATE_START = 10  # update the noise every iteration for this many ...
+BETA_UPDATE_FREQUENCY = 5  # ... then every this many
+BETA_MAX_FACTOR = 1e6  # beta <= BETA_MAX_FACTOR / var(t)
+ALIGNMENT_MAX = 1 - 1e-4  # cosine above which a candidate duplicates a basis in the model
+# (SparseBayes uses 1 - 1e-3; with wide kernels, where most columns are that
+# close, it blocked 290 of 455 candidates on Boston housing and stopped 90 nats
+# below the optimum; see part C of benchmarks/bench_evidence.py).
+GAUSSIAN_SNR_INIT = 0.1  # initial noise sd = 0.1 * std(t)
+INIT_ALPHA_MAX = 1e3  # initial alpha when the closed form is negative
+NOISE_WARMUP_MAX = 25  # longest noise warm-up (iterations)
+PREFETCH = 32  # cross products computed per pass over a lazy basis
+PREFETCH_CHEAP = 1  # ... over a dense or low-rank basis, where a column costs the same alone
+ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
+DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
+DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
+# and the best candidates to add)
+ENGINE_MAX_ENTRIES = 2001 * 2001  # largest N x M the compiled engine materialises (32 MB)
+# Smallest N x M the compiled engine runs (exclusive): below it a whole fit in Python costs
+# less than loading the engine into a process (Numba's runtime and cached code, 0.4-0.9 s),
+# so those problems always run in Python. The choice depends on the problem's size only.
+ENGINE_MIN_ENTRIES = 1001 * 1001
+MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
+POLISH_AFTER = 10  # consecutive re-estimations that start a joint Newton polish
+POLISH_STEPS = 10  # Newton steps in one polish at most
+POLISH_MAX_STEP = 2.0  # largest change of one log alpha (or log beta) in a Newton step
+POLISH_GAIN = 1e-6  # predicted gain (nats) of a step below which a polish stops
+
+ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"

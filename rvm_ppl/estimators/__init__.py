@@ -1,0 +1,12 @@
+"""The scikit-learn estimators: relevance vector regression and classification.
+
+:mod:`~rvm_ppl.estimators.regressor` holds :class:`RVR`,
+:mod:`~rvm_ppl.estimators.classifier` :class:`RVC`, :mod:`~rvm_ppl.estimators.base`
+what they share; :mod:`~rvm_ppl.estimators.persistence` saves and loads them and
+:mod:`~rvm_ppl.estimators.rvm_star` is Rasmussen & Quiñonero-Candela's RVM*.
+"""
+
+from rvm_ppl.estimators.classifier import RVC
+from rvm_ppl.estimators.regressor import RVR
+
+__all__ = ["RVR", "RVC"]

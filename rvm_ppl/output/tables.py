@@ -1,0 +1,117 @@
+"""Tables that compare what several fits say about the relevance hyperparameters."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["alpha_summary", "alpha_table", "select_class"]
+
+
+def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=None):
+    """Per-basis summaries of log10 alpha across fits.
+
+    Parameters
+    ----------
+    idatas : dict or list of InferenceData
+    model_names : list of str, optional
+    hdi_prob : float
+    basis : list of str, optional
+        Rows to keep; default: bases relevant in at least one fit.
+    class_ : optional
+        For fits with a ``class`` dimension (more than two classes, or
+        ``multi_class="multinomial"``): the class whose ``alpha`` are
+        tabulated (a value of ``classes_``).
+
+    Returns
+    -------
+    pandas.DataFrame
+        Index ``basis``; for each fit the median, HDI bounds of log10 alpha
+        (``inf`` where pruned; a point estimate has equal bounds) and the
+        relevance decision; a final column ``agree`` that is true where all
+        fits make the same relevance decision.
+    """
+    import pandas as pd
+
+    if isinstance(idatas, dict):
+        model_names = model_names or list(idatas)
+        idatas = list(idatas.values())
+    idatas = [select_class(i, class_) for i in idatas]
+    model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
+    labels = [str(b) for b in idatas[0].relevance["basis"].values]
+    columns = {}
+    rel_all = []
+    for name, idata in zip(model_names, idatas):
+        med, lo, hi, pruned, _ = alpha_summary(idata, hdi_prob)
+        med, lo, hi = (np.where(pruned, np.inf, v) for v in (med, lo, hi))
+        rel = idata.relevance["relevant"].values
+        rel_all.append(rel)
+        columns[(name, "median log10 α")] = med
+        columns[(name, "hdi low")] = lo
+        columns[(name, "hdi high")] = hi
+        columns[(name, "relevant")] = rel
+    rel_all = np.array(rel_all)
+    columns[("all", "agree")] = (rel_all == rel_all[0]).all(axis=0)
+    df = pd.DataFrame(columns, index=pd.Index(labels, name="basis"))
+    if basis is None:
+        df = df[rel_all.any(axis=0)]
+    else:
+        df = df.loc[list(basis)]
+    return df
+
+
+def select_class(idata, class_):
+    """``idata`` with its ``class`` dimension (multi-class fits) reduced to ``class_``.
+
+    One-vs-rest and multinomial fits of ``K > 2`` classes have a ``class``
+    dimension in ``posterior``, ``relevance`` and ``fit``; the alpha plots and
+    tables show one class at a time. A fit without the dimension is returned
+    as it is (``class_`` is then ignored).
+    """
+    if "class" not in idata.relevance.dims:
+        return idata
+    labels = [str(c) for c in idata.relevance["class"].values]
+    if class_ is None:
+        raise ValueError(
+            f"The fit has a 'class' dimension; choose one with class_=, one of {labels}."
+        )
+    if str(class_) not in labels:
+        raise ValueError(f"class_={class_!r} is not a class of the fit; expected one of {labels}.")
+    return idata.sel(**{"class": idata.relevance["class"].values[labels.index(str(class_))]})
+
+
+def alpha_summary(idata, hdi_prob):
+    """Per candidate basis: median and HDI of log10 alpha, whether it is a point, pruned flags.
+
+    The posterior covers the bases in the method's model. Of the others, a
+    basis with ``alpha = inf`` in ``idata.relevance`` is pruned (a point
+    mass); one with a Gamma ``Q(alpha)`` in ``idata.fit`` (``alpha_shape``,
+    ``alpha_rate`` on ``candidate``: a vb fit's weights outside its model) is
+    summarised by that Gamma's median and central interval.
+    """
+    import arviz as az
+    from scipy import stats
+
+    labels = [str(b) for b in idata.relevance["basis"].values]
+    a = idata.posterior["alpha"]
+    # A class of a multi-class fit leaves out some bases the others use: alpha = inf there.
+    a = a.isel(basis=np.flatnonzero(np.isfinite(a.values).all(axis=(0, 1))))
+    kept = [labels.index(str(b)) for b in a["basis"].values]
+    point = bool(idata.attrs.get("inference_method") == "evidence")
+    med, lo, hi = (np.full(len(labels), np.inf) for _ in range(3))
+    la = np.log10(a)
+    med[kept] = la.median(dim=("chain", "draw")).values
+    if point:
+        lo[kept] = hi[kept] = med[kept]
+    elif kept:
+        hdi = az.hdi(la, hdi_prob=hdi_prob)["alpha"].values
+        lo[kept], hi[kept] = hdi[:, 0], hdi[:, 1]
+    pruned = np.isinf(idata.relevance["alpha"].values)
+    outside = np.setdiff1d(np.flatnonzero(~pruned), kept)
+    if outside.size and "fit" in idata.groups() and "alpha_shape" in idata.fit:
+        shape = idata.fit["alpha_shape"].values[outside]
+        rate = idata.fit["alpha_rate"].values[outside]
+        q = stats.gamma.ppf([[0.5], [(1 - hdi_prob) / 2], [(1 + hdi_prob) / 2]], shape, scale=1 / rate)
+        med[outside], lo[outside], hi[outside] = np.log10(q)
+    elif outside.size:
+        med[outside] = lo[outside] = hi[outside] = np.log10(idata.relevance["alpha"].values[outside])
+    return med, lo, hi, pruned, point

@@ -1,0 +1,464 @@
+"""From a PyMC fit to the package's result: exact draws of what the model integrates out.
+
+:func:`rvm_ppl.pymc_fitters.nuts.fit_nuts` and :func:`rvm_ppl.pymc_fitters.advi.fit_advi`
+take a PyMC model of :func:`rvm_ppl.model.build_model` (or one a user changed, as long as
+it names its variables the same way: see :func:`rvm_ppl.model.model_spec`); this module
+turns their draws into the package's :class:`~rvm_ppl.core.result.FitResult` and its one
+InferenceData layout (:func:`rvm_ppl.output.idata.to_idata`).
+
+Parameterisation
+----------------Regression defaults to the ``"marginal"`` form: ``w`` integrated out
+(Tipping 2001, eq. 15), ``(alpha, beta)`` sampled or fitted together with a
+standard normal ``w_std``, and ``w = mu + L^{-T} w_std`` an exact draw from
+its Gaussian conditional ``N(mu, Sigma)`` (eqs. 12-13) at every draw. Classification defaults to its
+own ``"marginal"`` form: ``alpha`` integrated out (Student-t weights,
+Tipping 2001, eq. 32, sampled on an asinh scale), and ``alpha`` drawn
+afterwards from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``;
+with the classifier's hyperprior :data:`rvm_ppl.model.build.BERNOULLI_PRIORS`
+(see :mod:`rvm_ppl.model.build` for why the classifier needs a proper one). On
+Ripley's data (100 points, RBF gamma = 4; ``benchmarks/bench_classification.py
+--part nuts``) NUTS gave 0 divergences on 10 of 10 subsets, r-hat <= 1.003
+for every ``log alpha`` and <= 1.005 for every weight (4 chains; PyMC's
+sampler: 1.004 and 1.008, and with 2 chains one weight's r-hat of 202
+exceeded 1.01 in 2 of the 10 runs, at bulk ESS above 1100). Mean-field ADVI reached a higher ELBO in the marginal form
+than with centred or non-centred weights on each of 3 subsets (-72.9
+against -78.3 and -76.1 on the first).
+
+The categorical (softmax) likelihood of ``build_model(likelihood="categorical")``
+has the same marginal form (:mod:`rvm_ppl.model.categorical`); ``alpha``
+is drawn afterwards per class (or per basis, when shared) and the fitters
+return one result per class. On a 3-class mixture of 60 points (61 bases
+x 3 classes, ``benchmarks/bench_multiclass.py --part nuts``) NUTS with these
+defaults gave 0 divergences and max r-hat 1.007 (per-class and shared
+``alpha``).
+
+The reasons for the fitters' defaults, with the measurements behind them, are in the
+documentation's "Defaults and why" page (``docs/defaults.md``).
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import warnings
+
+import numpy as np
+from scipy import special
+
+from rvm_ppl.core.linalg import (
+    cho_covariance,
+    cho_solve,
+    cholesky_jittered,
+    solve_lower_t,
+)
+from rvm_ppl.core.result import FitResult, gamma_relevance
+from rvm_ppl.model.build import alpha_given_weights, model_spec
+from rvm_ppl.model.marginal import lowrank_conditional_moments, lowrank_latent
+from rvm_ppl.output.idata import multinomial_idata, to_idata
+
+COMPILE_MODE = "NUMBA"
+
+
+DRAWS, TUNE, CHAINS = 1000, 1000, 4
+
+
+# Draws (evenly thinned) at which E[gamma] of the categorical likelihood is
+# averaged: each costs a K M x K M factorisation.
+GAMMA_DRAWS = 200
+
+
+_log = logging.getLogger("rvm_ppl")
+
+
+def _check_model(model):
+    """The model's spec, after checking that there is something to fit."""
+    spec = model_spec(model)
+    if not model.free_RVs:
+        raise ValueError("Nothing to fit: the model has no free variables.")
+    if spec.parameterization == "marginal" and spec.likelihood == "gaussian" and \
+            spec.alpha is not None and spec.beta is not None:
+        raise ValueError(
+            "Nothing to fit: alpha and beta are both fixed in the marginal form; "
+            "use rvm_ppl.closed_form.evidence.posterior_given for the exact posterior of w."
+        )
+    return spec
+
+
+def softplus_precisions(model):
+    """``model`` with its Gamma precisions sampled on the softplus scale.
+
+    Every free ``alpha`` and ``beta`` with a ``Gamma(a, b)`` prior of
+    constant rate and PyMC's default log transform is sampled as
+    ``alpha = softplus(v) / b`` instead. The posterior is the same; only
+    the sampler's coordinates change. On PyMC's scale ``u = log alpha`` the
+    Gamma density ``exp(a u - b e^u)`` is flat below ``1/b`` and a wall
+    above, whose curvature grows e-fold per unit of ``u``; the ``alpha`` of
+    a pruned basis function follows that prior, and NUTS then takes the
+    step size the wall allows. On ``v`` the flat part is the same
+    (``v = log(b alpha)`` for ``alpha << 1/b``) and the wall becomes a tail
+    ``e^(-v)`` of curvature below 1. On noisy sinc (N = 100, seeds 0-9,
+    4 chains) this halved the leapfrog steps per draw (31 to 15) and raised
+    the smallest bulk ESS of ``log alpha`` per second of sampling from 77-91
+    to 113-160 (``benchmarks/bench_bayes.py --part nuts``).
+
+    :func:`fit_nuts` samples this model and returns results on the model it
+    was given. With PyMC's own tools: ``with softplus_precisions(model):
+    trace = pm.sample()``.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    pymc.Model
+        A new model, or ``model`` itself when no precision qualifies.
+    """
+    from pymc.logprob.transforms import LogTransform
+    from pymc.model.transform.conditioning import change_value_transforms
+
+    from rvm_ppl.model.transforms import softplus_rate_class
+
+    transforms = {}
+    for name in ("alpha", "beta"):
+        rv = model.named_vars.get(name)
+        if rv is None or rv not in model.free_RVs:
+            continue
+        rate = _constant_gamma_rate(rv)
+        if rate is not None and type(model.rvs_to_transforms.get(rv)) is LogTransform:
+            transforms[name] = softplus_rate_class()(rate)
+    return change_value_transforms(model, transforms) if transforms else model
+
+
+def _constant_gamma_rate(rv):
+    """The rate of a Gamma random variable, if it is a constant (else None)."""
+    from pytensor.graph.basic import Constant
+
+    try:
+        from pytensor.graph.traversal import graph_inputs
+    except ImportError:  # pytensor < 2.32
+        from pytensor.graph.basic import graph_inputs
+    from pytensor.tensor.random.basic import GammaRV
+
+    if not isinstance(rv.owner.op, GammaRV):
+        return None
+    scale = rv.owner.inputs[-1]  # PyTensor's Gamma takes (shape, scale)
+    if not all(isinstance(v, Constant) for v in graph_inputs([scale])):
+        return None
+    rate = 1.0 / np.asarray(scale.eval(), dtype=float)  # broadcasts against rv
+    return float(rate.flat[0]) if np.all(rate == rate.flat[0]) else rate
+
+
+def _seeds(random_state):
+    """One numpy Generator, and PyMC's ``random_seed`` drawn from it."""
+    rng = np.random.default_rng(random_state)
+    return rng, int(rng.integers(2**31 - 1))
+
+
+@functools.cache
+def _pytensor_blas():
+    """Whether PyTensor's C backend links a BLAS, found once and without its warning.
+
+    PyTensor from pip links none and warns that "operations that might benefit
+    from BLAS will be severely degraded" the first time a graph rewrite asks.
+    The package compiles its models for NUTS with the NUMBA backend
+    (:data:`COMPILE_MODE`) and runs ADVI on the Python VM
+    (:data:`ADVI_COMPILE_MODE`); both call BLAS through numpy and scipy, so the
+    warning does not concern its fits; it
+    is logged at INFO on the ``rvm_ppl`` logger instead. A C-mode function of
+    the user's own is still slow without a BLAS.
+    """
+    import pytensor
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
+        flags = pytensor.config.blas__ldflags
+    if not flags:
+        _log.info("PyTensor links no BLAS (a pip install); rvm_ppl compiles its models with the "
+                  "NUMBA backend, which uses scipy's BLAS. C-mode functions of your own are slow "
+                  "without one.")
+    return bool(flags)
+
+
+@contextlib.contextmanager
+def _quiet_compilation():
+    """Silence what the compilers say about performance, not about correctness.
+
+    numba notes that a matrix-vector product meets a transposed, hence
+    non-contiguous, M x M array: harmless at these sizes.
+    """
+    _pytensor_blas()
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
+        yield
+
+
+def _data(model, name):
+    return np.asarray(model[name].get_value(), dtype=float)
+
+
+def _conditional_moments(PtP, Pty, alpha, beta, z=None):
+    """Rao-Blackwellised moments of ``w`` and ``E[gamma_m]`` over draws of ``(alpha, beta)``.
+
+    For every draw: ``Sigma = (beta Phi^T Phi + A)^{-1}`` (Tipping 2001,
+    eq. 12), ``mu = beta Sigma Phi^T t`` (eq. 13). Returns ``E[mu]``,
+    ``E[Sigma] + Cov[mu]``, ``E[1 - alpha_m Sigma_mm]`` (eq. 17) and, given
+    standard normal ``z`` of the draws' shape, the exact draws
+    ``w = mu + L^{-T} z`` of ``w | alpha, beta, t`` (else None): the
+    marginal model's ``w`` (:func:`rvm_ppl.model.build._conditional_weights`),
+    from the same factor.
+    """
+    M = alpha.shape[-1]
+    flat_a, flat_b = alpha.reshape(-1, M), beta.reshape(-1)
+    flat_z = None if z is None else z.reshape(-1, M)
+    w = None if z is None else np.empty_like(flat_z)
+    mu_sum, second, gamma_sum = np.zeros(M), np.zeros((M, M)), np.zeros(M)
+    for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
+        mu, Sigma, w_i = _conditional_draw(PtP, Pty, a, b, None if w is None else flat_z[i])
+        mu_sum += mu
+        second += Sigma + np.outer(mu, mu)
+        gamma_sum += 1.0 - a * np.diag(Sigma)
+        if w is not None:
+            w[i] = w_i
+    n = len(flat_a)
+    mean = mu_sum / n
+    return (mean, second / n - np.outer(mean, mean), gamma_sum / n,
+            None if w is None else w.reshape(z.shape))
+
+
+def _conditional_draw(PtP, Pty, a, b, z=None):
+    """``(mu, Sigma, mu + L^{-T} z)`` of ``w | alpha, beta, t`` for one draw (eqs. 12-13).
+
+    ``L L^T = Sigma^{-1}``, factored with jitter where it is numerically
+    singular; the last item is None without ``z``.
+    """
+    L = cholesky_jittered(b * PtP + np.diag(a), what="posterior precision of the weights")
+    mu = cho_solve(L, b * Pty)
+    return mu, cho_covariance(L), None if z is None else mu + solve_lower_t(L, z)
+
+
+def _sample_moments(Phi, w, alpha, beta, likelihood):
+    """Sample moments of ``w`` draws, and ``E[gamma_m]`` with ``Sigma`` at each draw.
+
+    Regression: ``Sigma`` is the exact conditional covariance given
+    ``(alpha, beta)`` (Tipping 2001, eq. 12). Classification: ``Sigma`` is
+    ``(Phi^T B Phi + A)^{-1}`` with ``B`` the logistic curvature at the
+    draw's ``w`` (eqs. 25-26 evaluated at the draw instead of the mode).
+    Another likelihood has no such ``Sigma``: ``gamma`` is NaN.
+    """
+    M = w.shape[-1]
+    flat_w, flat_a = w.reshape(-1, M), alpha.reshape(-1, M)
+    mean = flat_w.mean(axis=0)
+    cov = np.cov(flat_w, rowvar=False).reshape(M, M) if len(flat_w) > 1 else np.zeros((M, M))
+    if likelihood == "other":
+        return mean, cov, np.full(M, np.nan)
+    gamma_sum = np.zeros(M)
+    PtP = Phi.T @ Phi
+    flat_b = None if beta is None else beta.reshape(-1)
+    for i, a in enumerate(flat_a):
+        if likelihood == "gaussian":
+            H = flat_b[i] * PtP + np.diag(a)
+        else:
+            s = special.expit(Phi @ flat_w[i])
+            H = (Phi.T * (s * (1 - s))) @ Phi + np.diag(a)
+        L = cholesky_jittered(H, what="posterior precision of the weights")
+        gamma_sum += 1.0 - a * np.diag(cho_covariance(L))
+    return mean, cov, gamma_sum / len(flat_a)
+
+
+def _categorical_gamma(Phi, W, alpha):
+    """``E[gamma_km]`` over at most :data:`GAMMA_DRAWS` draws, ``Sigma`` at each draw.
+
+    ``Sigma`` is the inverse of ``Psi^T B Psi + A``, the negated Hessian of
+    the softmax log posterior at the draw's weights (block Hessian of the
+    ``K`` weight vectors, ``B_n = diag(y_n) - y_n y_n^T``; Nabney 1999), the
+    multinomial counterpart of the binary classifier's
+    ``(Phi^T B Phi + A)^{-1}`` in :func:`_sample_moments`. Draws are thinned
+    evenly: each costs one ``K M x K M`` factorisation.
+    """
+    from rvm_ppl.closed_form.categorical import neg_hessian
+
+    K, M = W.shape[-2:]
+    flat_W, flat_a = W.reshape(-1, K, M), alpha.reshape(-1, K, M)
+    cols = np.tile(Phi, (1, K))  # column k M + m: basis m in the latent value of class k
+    cls = np.repeat(np.arange(K), M)
+    picks = np.unique(np.linspace(0, len(flat_W) - 1, min(len(flat_W), GAMMA_DRAWS)).astype(int))
+    gamma_sum = np.zeros(K * M)
+    for i in picks:
+        Y = special.softmax(Phi @ flat_W[i].T, axis=1)  # Tipping (2001) eq. (28)
+        a = flat_a[i].ravel()
+        L = cholesky_jittered(neg_hessian(cols, cls, Y, a),
+                              what="posterior precision of the weights")
+        gamma_sum += 1.0 - a * np.diag(cho_covariance(L))
+    return (gamma_sum / len(picks)).reshape(K, M)
+
+
+def _categorical_results(method, model, spec, post, rng, *, stats, fit, sample_stats):
+    """One :class:`FitResult` per class from draws of the softmax RVM's ``w`` (class, basis).
+
+    ``alpha`` was integrated out and is drawn here, exactly, from its
+    conditional given each draw of ``w``
+    (:func:`rvm_ppl.model.categorical.alpha_given_weights_multinomial`; shared
+    ``alpha`` is repeated for every class). Draw ``i`` of every class is the
+    same posterior draw, so stacking the classes' ``w`` gives the joint draws.
+    """
+    from rvm_ppl.model.categorical import alpha_given_weights_multinomial
+
+    Phi = _data(model, "Phi")
+    w_da = post["w"]
+    W = np.asarray(w_da.values, dtype=float)  # (chain, draw, K, M)
+    n_chain, n_draw, K, M = W.shape
+    basis = ([str(b) for b in w_da["basis"].values] if "basis" in w_da.coords
+             else [f"phi_{m}" for m in range(M)])
+    classes = [str(c) for c in w_da["class"].values] if "class" in w_da.coords else \
+        [str(k) for k in range(K)]
+    if "alpha" in post:
+        alpha_d = np.broadcast_to(np.asarray(post["alpha"].values, dtype=float), W.shape).copy()
+    else:
+        alpha_d = alpha_given_weights_multinomial(W, spec.priors, rng,
+                                                  shared_alpha=spec.shared_alpha)
+        if spec.shared_alpha:
+            alpha_d = np.repeat(alpha_d[:, :, None, :], K, axis=2)
+    gamma = _categorical_gamma(Phi, W, alpha_d)
+    common = {"parameterization": spec.parameterization, "priors": json.dumps(spec.priors),
+              "shared_alpha": int(spec.shared_alpha), "classes": json.dumps(classes), **stats}
+    results = []
+    for k in range(K):
+        mean, cov, _ = _sample_moments(Phi, W[:, :, k], alpha_d[:, :, k], None, "other")
+        results.append(FitResult(
+            method=method, likelihood="categorical", basis=tuple(basis), support=np.arange(M),
+            mean=mean, cov=cov, alpha=np.median(alpha_d[:, :, k].reshape(-1, M), axis=0),
+            beta=None, noise_var=None, gamma=gamma[k], relevant=gamma_relevance(gamma[k]),
+            stats={**common, "class": classes[k]}, fit=fit or {},
+            draws={"w": W[:, :, k], "alpha": alpha_d[:, :, k]}, sample_stats=sample_stats,
+        ))
+    return results
+
+
+def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=None):
+    """The :class:`FitResult` of draws from a PyMC model's posterior (or approximation).
+
+    In the marginal classifier ``alpha`` was integrated out and is drawn here,
+    exactly, from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``.
+    The categorical likelihood gives a list of one result per class
+    (:func:`_categorical_results`).
+    """
+    if spec.likelihood == "categorical":
+        return _categorical_results(method, model, spec, post, rng, stats=stats, fit=fit,
+                                    sample_stats=sample_stats)
+    Phi = _data(model, "Phi")
+    # The marginal regression's w may be left out of the trace (_trace_var_names)
+    # and drawn here from w_std.
+    w_var = post["w"] if "w" in post else post["w_std"]
+    basis = [str(b) for b in w_var["basis"].values] if "basis" in w_var.coords else \
+        [f"phi_{m}" for m in range(Phi.shape[1])]
+    w = np.asarray(post["w"].values, dtype=float) if "w" in post else None
+    n_chain, n_draw, M = w_var.shape
+    if "alpha" in post:
+        alpha_d = np.asarray(post["alpha"].values, dtype=float)
+    elif spec.parameterization == "marginal" and spec.likelihood == "bernoulli":
+        alpha_d = alpha_given_weights(w, spec.priors, rng)
+    else:
+        alpha_d = np.broadcast_to(spec.alpha, (n_chain, n_draw, M)).copy()
+    gaussian = spec.likelihood == "gaussian"
+    beta_d = None
+    if gaussian:
+        beta_d = (np.asarray(post["beta"].values, dtype=float) if "beta" in post
+                  else np.full((n_chain, n_draw), spec.beta))
+    latent = None
+    if gaussian and "PhiT_Phi" in model.named_vars:
+        if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
+            # From w_std also where w was traced (ADVI): the same w up to rounding, and the
+            # draws of g = V w computed stably beside them.
+            V = _data(model, "lowrank_V")
+            mean, cov, gamma, w, (g_mean, g_cov, g) = lowrank_conditional_moments(
+                V, _data(model, "lowrank_s"), alpha_d, beta_d,
+                np.asarray(post["w_std"].values, dtype=float))
+            latent = {"V_pinv": lowrank_latent(V), "mean": g_mean, "cov": g_cov, "draws": g}
+        else:
+            z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
+            mean, cov, gamma, w_z = _conditional_moments(
+                _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
+            w = w if w is not None else w_z
+    else:
+        mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)
+    draws = {"w": w, "alpha": alpha_d}
+    if beta_d is not None:
+        draws["beta"] = beta_d
+    noise_var = float(np.mean(1.0 / beta_d)) if gaussian else None
+    return FitResult(
+        method=method,
+        likelihood=spec.likelihood,
+        basis=tuple(basis),
+        support=np.arange(M),
+        mean=mean,
+        cov=cov,
+        alpha=np.median(alpha_d.reshape(-1, M), axis=0),
+        beta=None if noise_var is None else 1.0 / noise_var,
+        noise_var=noise_var,
+        gamma=gamma,
+        relevant=gamma_relevance(gamma),
+        stats={"parameterization": spec.parameterization,
+               "priors": json.dumps(spec.priors), **stats},
+        fit=fit or {},
+        draws=draws,
+        sample_stats=sample_stats,
+        latent=latent,
+    )
+
+
+def _labelled(result):
+    """``(value, label)`` for every entry of an ArviZ diagnostics Dataset."""
+    for name, da in result.data_vars.items():
+        vals = np.asarray(da.values, dtype=float).ravel()
+        labels = [f"{name}[{b}]" for b in da["basis"].values] if "basis" in da.dims else [name]
+        yield from zip(vals, labels, strict=True)
+
+
+def _checked_draws(model, spec, post, result):
+    """The draws whose r-hat and ESS NUTS reports, and the labels of their last axis.
+
+    ``log alpha`` and ``log beta`` where they are free, and ``w`` where it was
+    sampled. For the categorical likelihood (a list of per-class results)
+    ``log alpha`` and ``w`` of every class and basis, labelled
+    ``"class:basis"``.
+    """
+    if isinstance(result, list):
+        labels = [f"{r.stats['class']}:{b}" for r in result for b in r.basis]
+        return {"log_alpha": np.log(np.concatenate([r.draws["alpha"] for r in result], axis=-1)),
+                "w": np.concatenate([r.draws["w"] for r in result], axis=-1)}, labels
+    checked = {}
+    if spec.alpha is None:
+        checked["log_alpha"] = np.log(result.draws["alpha"])
+    if "beta" in post:
+        checked["log_beta"] = np.log(result.draws["beta"])
+    if "w" in [v.name for v in model.free_RVs] or not checked:
+        checked["w"] = result.draws["w"]
+    return checked, result.basis
+
+
+def _replace(result, **changes):
+    """``dataclasses.replace`` on a result, or on each of a list of per-class results."""
+    from dataclasses import replace
+
+    if isinstance(result, list):  # each class keeps its own label among the stats
+        return [replace(r, **{k: {**v, "class": r.stats["class"]} if k == "stats" else v
+                              for k, v in changes.items()}) for r in result]
+    return replace(result, **changes)
+
+
+def _model_idata(model, result, random_state):
+    """The package's InferenceData of a fit of ``model``."""
+    y = model["y_obs"].get_value()
+    Phi = _data(model, "Phi")
+    if Phi.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"The model's Phi has {Phi.shape[0]} rows and its y_obs {y.shape[0]}: restore the "
+            "training data (pm.set_data) before fitting."
+        )
+    if isinstance(result, list):  # categorical: one result per class, all on every basis
+        classes = json.loads(result[0].stats["classes"])
+        return multinomial_idata(result, y=y, Phi=Phi, classes=classes,
+                                 random_state=random_state)
+    return to_idata(result, y=y, Phi=Phi[:, result.support], random_state=random_state)
