@@ -87,7 +87,7 @@ def test_frozen_steps_reach_the_evidence_of_a_mode_after_every_step(n):
     X, t = make_ripley(n, random_state=n)
     basis = kernel_basis(RBF(4.0), X) if n > 500 else DenseBasis(design_matrix(X, X, RBF(4.0)))
     every = fit_evidence_bernoulli(basis, t, start=0, frozen_steps=False)
-    frozen = fit_evidence_bernoulli(basis, t, start=0)
+    frozen = fit_evidence_bernoulli(basis, t, start=0, frozen_steps=True)
     assert frozen.converged and every.converged
     assert frozen.log_evidence >= every.log_evidence - 0.05
     assert frozen.counts["modes"] < every.counts["modes"] / 2
@@ -118,7 +118,7 @@ def test_a_fit_that_stops_cycling_returns_the_best_model_it_saw():
     X, y = load_digits(return_X_y=True)
     X, _, y, _ = train_test_split(X / 16, y, test_size=0.5, random_state=0)
     Phi = design_matrix(X, X, RBF(gamma=1 / np.median(pdist(X, "sqeuclidean"))))
-    res = fit_evidence_bernoulli(Phi, (y == 0).astype(float))
+    res = fit_evidence_bernoulli(Phi, (y == 0).astype(float), frozen_steps=True)
     assert res.counts["cycling"] == 1 and res.converged
     assert res.mu.shape == (res.active.size,) and res.Sigma.shape == (res.active.size,) * 2
     # The reported evidence is the Laplace evidence of the model returned, at its mode,
@@ -127,3 +127,20 @@ def test_a_fit_that_stops_cycling_returns_the_best_model_it_saw():
                                  res.alpha[res.active])
     assert res.log_evidence == pytest.approx(exact, abs=1e-6)
     assert res.log_evidence >= max(res.log_evidence_trace) - 1e-6
+
+
+def test_default_schedule_is_exact_on_small_problems_and_frozen_beyond(monkeypatch):
+    """frozen_steps=None re-finds the mode after every action while N x M is at most
+    EXACT_SCHEDULE_MAX (there it costs milliseconds and reaches SparseBayes's maxima)."""
+    import rvm_ppl.closed_form.bernoulli as el
+
+    X, t = make_ripley(100, random_state=3)
+    Phi = design_matrix(X, X, RBF(4.0))
+    assert Phi.size <= el.EXACT_SCHEDULE_MAX
+    default = fit_evidence_bernoulli(Phi, t)
+    exact = fit_evidence_bernoulli(Phi, t, frozen_steps=False)
+    assert default.counts == exact.counts and default.log_evidence == exact.log_evidence
+    monkeypatch.setattr(el, "EXACT_SCHEDULE_MAX", Phi.size - 1)
+    default = fit_evidence_bernoulli(Phi, t)
+    frozen = fit_evidence_bernoulli(Phi, t, frozen_steps=True)
+    assert default.counts == frozen.counts and default.log_evidence == frozen.log_evidence

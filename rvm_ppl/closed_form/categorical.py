@@ -28,8 +28,9 @@ at ``alpha_binary = alpha / 2``, and the fit takes the path of the binary
 fitter that re-finds the mode after every action
 (``fit_evidence_bernoulli(..., frozen_steps=False)``) step for step (tested;
 on 100 of Ripley's points both keep the same 4 bases, log evidence -32.292).
-The binary default re-estimates with the curvature frozen between modes and
-may end at another local maximum (there 5 bases, -32.545). With per-class ``alpha`` and ``K = 2`` only
+The binary fitter's frozen schedule (``frozen_steps=True``, its default
+only on large problems) re-estimates with the curvature frozen between modes
+and may end at another local maximum (there 5 bases, -32.545). With per-class ``alpha`` and ``K = 2`` only
 ``1 / alpha_1 + 1 / alpha_2`` (the prior variance of ``w_1 - w_2``) enters
 the evidence, which equals the binary one at
 ``alpha_binary = 1 / (1 / alpha_1 + 1 / alpha_2)``; the per-class pair is
