@@ -207,7 +207,7 @@ def build_model(
         :data:`DEFAULT_PRIORS`, or for ``a, b`` with the Bernoulli
         likelihood :data:`BERNOULLI_PRIORS`. The defaults are vague for
         targets of unit scale; the estimators pass the rates ``b`` and ``d``
-        multiplied by ``var(y)`` (:func:`scale_priors`), which is the same
+        multiplied by ``var(y)`` (:func:`~rvm_ppl.model.build.scale_priors`), which is the same
         model as the defaults on ``y / std(y)``.
     parameterization : {"marginal", "centered", "noncentered"}
         How the weights enter; see the module docstring.

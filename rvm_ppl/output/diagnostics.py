@@ -737,7 +737,7 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, bases="all", n_draws=4000
         default the estimator's, scaled as the fit used them
         (:func:`rvm_ppl.model.build.scale_priors`). The classifier's vb uses the
         package default, its advi the PyMC model's
-        (:data:`rvm_ppl.model.build.BERNOULLI_PRIORS` unless set).
+        (:data:`rvm_ppl.BERNOULLI_PRIORS` unless set).
     bases : {"all", "kept"}
         ``"all"`` (default) judges ``q`` as an approximation of the model
         with every candidate basis, the one NUTS samples; for vb, ``q``

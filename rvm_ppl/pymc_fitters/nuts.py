@@ -240,7 +240,7 @@ def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None,
     Parameters
     ----------
     model : pymc.Model
-        A model of :func:`rvm_ppl.model.build.build_model`, possibly changed (another
+        A model of :func:`rvm_ppl.build_model`, possibly changed (another
         hyperprior, another likelihood in the centred form), that keeps the
         names ``w`` (dims ``basis``), ``alpha``, ``beta``, ``y``, ``Phi`` and
         ``y_obs``.
