@@ -149,7 +149,7 @@ def _api_entries():
         elif m := re.match(r"\.\. (?:py:)?(?:data|function|class|exception):: (\w+)$", stripped):
             names.append(f"{module}.{m.group(1)}")
             in_autosummary = False
-        elif in_autosummary and line.startswith("   ") and stripped and not stripped.startswith(":"):
+        elif in_autosummary and line.startswith("   ") and stripped[:1].isalpha():
             names.append(f"{module}.{stripped}")
         elif stripped and not line.startswith(" "):
             in_autosummary = False
