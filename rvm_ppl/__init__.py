@@ -6,7 +6,8 @@
 PyMC model of :func:`build_model`). Every method returns the same
 ``arviz.InferenceData`` layout in ``idata_``; :func:`fit_nuts` and
 :func:`fit_advi` give the same layout for a PyMC model built (and possibly
-changed) by hand.
+changed) by hand. The diagnostics that judge a fit against the NUTS
+reference are in :mod:`rvm_ppl.output.diagnostics`.
 """
 
 from importlib.metadata import PackageNotFoundError, version
@@ -21,17 +22,9 @@ from rvm_ppl.kernels.kernel import (
     design_matrix,
 )
 from rvm_ppl.model.build import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
-from rvm_ppl.output.diagnostics import (
-    ApproximationWarning,
-    compare_predictive,
-    compare_to_reference,
-    loo_table,
-    pareto_khat,
-    plot_distance,
-    summary_table,
-)
+from rvm_ppl.output.diagnostics import ApproximationWarning
 from rvm_ppl.pymc_fitters.advi import fit_advi
-from rvm_ppl.pymc_fitters.nuts import fit_nuts
+from rvm_ppl.pymc_fitters.nuts import SamplingWarning, fit_nuts
 from rvm_ppl.pymc_fitters.results import softplus_precisions
 
 try:
@@ -52,13 +45,8 @@ __all__ = [
     "fit_nuts",
     "fit_advi",
     "softplus_precisions",
-    "compare_to_reference",
-    "compare_predictive",
-    "pareto_khat",
+    "SamplingWarning",
     "ApproximationWarning",
-    "loo_table",
-    "summary_table",
-    "plot_distance",
     "BERNOULLI_PRIORS",
     "DEFAULT_PRIORS",
     "__version__",

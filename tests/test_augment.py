@@ -3,6 +3,7 @@
 
 import numpy as np
 import pytest
+from reference_predict import augmented_predict_dense
 from scipy import stats
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.model_selection import cross_val_score
@@ -12,7 +13,6 @@ from rvm_ppl.closed_form.evidence import posterior_given
 from rvm_ppl.datasets.loaders import make_sinc
 from rvm_ppl.estimators.rvm_star import (
     augmented_predict,
-    augmented_predict_dense,
     default_alpha_star,
     rvm_star_predict,
 )

@@ -7,6 +7,7 @@ here rather than at the next refactoring.
 
 import ast
 import pathlib
+import sys
 
 import pytest
 
@@ -141,3 +142,44 @@ def test_no_private_name_crosses_a_sub_package():
 @pytest.mark.parametrize("unit", sorted(ALLOWED))
 def test_every_unit_exists(unit):
     assert (ROOT / unit).is_dir() or (ROOT / f"{unit}.py").is_file()
+
+
+ARCHITECTURE = ROOT.parent / "docs" / "architecture.md"
+
+
+def _page_table():
+    """The import table of docs/architecture.md: ``{unit: set of units it may import}``."""
+    lines = ARCHITECTURE.read_text(encoding="utf-8").splitlines()
+    start = next(i for i, line in enumerate(lines) if "layout-table" in line)
+    table = {}
+    for line in lines[start + 1:]:
+        if table and not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 2 or cells[0] in ("unit", "---"):
+            continue
+        table[cells[0].strip("`")] = {c.strip(" `") for c in cells[1].split(",")} - {"—"}
+    return table
+
+
+def test_architecture_page_shows_the_allowed_table():
+    assert _page_table() == ALLOWED
+
+
+def test_architecture_page_snippet_prints_the_graph_within_the_table(capsys, monkeypatch):
+    # The page's copy-pasteable snippet runs from the repository root and prints, per
+    # unit, what it imports; each line must be allowed by the table.
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    snippet = text.split("```python\n", 1)[1].split("```", 1)[0]
+    monkeypatch.chdir(ROOT.parent)
+    monkeypatch.setattr(sys, "path", list(sys.path))  # undo the snippet's insertion
+    exec(compile(snippet, str(ARCHITECTURE), "exec"), {})
+    printed = {}
+    for line in capsys.readouterr().out.splitlines():
+        unit, _, targets = line.partition("->")
+        printed[unit.strip()] = {t.strip() for t in targets.split(",")} - {"-"}
+    assert set(printed) == set(ALLOWED) | TOP
+    for unit, targets in printed.items():
+        if unit not in TOP:
+            assert targets <= ALLOWED[unit], unit
+    assert printed["estimators"] >= {"inference", "core"}  # the graph is not empty

@@ -128,8 +128,9 @@ def _thread_controller():
 def blas_limit(threads):
     """A context limiting BLAS to ``threads`` threads, or doing nothing when it is None.
 
-    One thread is the package's default: on 2-core machines several threads
-    were 1.5-5x slower for these matrix sizes (``benchmarks/bench_evidence.py``).
+    One thread is the package's default: several threads were slower for
+    these matrix sizes (the documentation's Benchmarks page, section "Speed
+    (evidence method)").
     """
     if threads is None:
         return contextlib.nullcontext()

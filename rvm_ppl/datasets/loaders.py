@@ -1,8 +1,8 @@
 """Data sets of the papers: Tipping's sinc, Friedman #1, Ripley, Pima, Boston.
 
-The real data sets are shipped with the package (see ``rvm_ppl/data/README.md``
-for their origin); the synthetic ones are generated from their definitions
-in Tipping (2001), Appendix E.
+The real data sets are shipped with the package (see
+``rvm_ppl/datasets/data/README.md`` for their origin); the synthetic ones are
+generated from their definitions in Tipping (2001), Appendix E.
 """
 
 from __future__ import annotations

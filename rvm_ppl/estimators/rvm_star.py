@@ -30,8 +30,8 @@ and the block inverse gives eq. (6)::
 
 Everything is a product with ``Phi^T phi*`` (``O(N M)``) followed by
 ``O(M^2)`` work, so a test point costs ``O(N M + M^2)`` instead of the
-``O(N^3)`` of the equivalent Gaussian process (their eq. 9), which
-:func:`augmented_predict_dense` computes as a reference. The update needs
+``O(N^3)`` of the equivalent Gaussian process (their eq. 9), against which
+the tests check it. The update needs
 only ``mu``, ``Sigma``, ``beta`` and the training data, not ``A``: it is the
 exact conditioning of the Gaussian posterior ``N(mu, Sigma)`` on the extra
 weight. For the evidence method (``Sigma, mu`` from eq. 3 at fixed
@@ -47,11 +47,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rvm_ppl.core.linalg import cho_solve, cholesky_jittered
-
 __all__ = [
     "augmented_predict",
-    "augmented_predict_dense",
     "default_alpha_star",
     "rvm_star_predict",
 ]
@@ -122,11 +119,13 @@ def augmented_predict(
     Examples
     --------
     >>> import numpy as np
-    >>> from rvm_ppl.closed_form.evidence import posterior_given
+    >>> from rvm_ppl.core.linalg import cho_covariance, cholesky_jittered
     >>> from rvm_ppl.kernels.kernel import RBF
     >>> X = np.linspace(-3, 3, 20)[:, None]; t = np.sin(X[:, 0])
     >>> k = RBF(gamma=1.0); Phi = k(X, X[::5]); beta = 100.0
-    >>> mu, Sigma, _ = posterior_given(Phi, t, np.ones(4), beta)
+    >>> # The posterior at alpha = 1 (Tipping 2001, eqs. 12-13).
+    >>> Sigma = cho_covariance(cholesky_jittered(beta * Phi.T @ Phi + np.eye(4)))
+    >>> mu = beta * Sigma @ Phi.T @ t
     >>> Xs = np.array([[0.3], [10.0]])
     >>> m, v = augmented_predict(Phi, t, mu, Sigma, beta, k(X, Xs), np.ones(2),
     ...                          k(Xs, X[::5]), alpha_star=2.0)
@@ -174,50 +173,6 @@ def augmented_predict(
     d = alpha_star + s
     # eq. (6)
     return m + e * q / d, v + e**2 / d
-
-
-def augmented_predict_dense(Phi, t, alpha, beta, K_new, k_new_diag, Phi_test, alpha_star):
-    """Compute RVM* predictions densely from the augmented Gaussian process, eq. (9).
-
-    For each test point the covariance ``k*(x, x') = sum_m phi_m(x)
-    phi_m(x') / alpha_m + phi*(x) phi*(x') / alpha*`` (eq. 8 plus the new
-    basis function) gives the standard GP predictive moments with an
-    ``N x N`` Cholesky factorisation: ``O(N^3)`` per test point. Meant for
-    tests of :func:`augmented_predict` on small problems.
-
-    Parameters
-    ----------
-    Phi : ndarray of shape (N, M)
-    t : ndarray of shape (N,)
-    alpha : ndarray of shape (M,)
-        Weight precisions of the retained basis functions.
-    beta : float
-        Noise precision.
-    K_new, k_new_diag, Phi_test, alpha_star
-        As in :func:`augmented_predict`.
-
-    Returns
-    -------
-    mean, var : ndarray of shape (T,)
-    """
-    Phi = np.asarray(Phi, dtype=float)
-    alpha = np.asarray(alpha, dtype=float)
-    K_new = np.asarray(K_new, dtype=float)
-    Phi_test = np.asarray(Phi_test, dtype=float)
-    N = Phi.shape[0]
-    K_rvm = (Phi / alpha) @ Phi.T  # eq. (8) at the training inputs
-    T = K_new.shape[1]
-    mean, var = np.empty(T), np.empty(T)
-    for j in range(T):
-        phi = K_new[:, j]
-        # eq. (9): k*(X, X) + sigma^2 I
-        C = K_rvm + np.outer(phi, phi) / alpha_star + np.eye(N) / beta
-        L = cholesky_jittered(C, what="augmented GP covariance")
-        k_cross = (Phi / alpha) @ Phi_test[j] + phi * k_new_diag[j] / alpha_star
-        k_self = Phi_test[j] @ (Phi_test[j] / alpha) + k_new_diag[j] ** 2 / alpha_star
-        mean[j] = k_cross @ cho_solve(L, t)
-        var[j] = 1.0 / beta + k_self - k_cross @ cho_solve(L, k_cross)
-    return mean, var
 
 
 def rvm_star_predict(estimator, X, *, alpha_star=None, chunk_size=None):

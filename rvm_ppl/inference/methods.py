@@ -312,8 +312,9 @@ def fit(method, basis, y, *, blas_threads=1, **kwargs):
     basis : ndarray of shape (N, M), DenseBasis or KernelBasis
     y : ndarray of shape (N,)
     blas_threads : int or None
-        BLAS threads during the fit (default 1, the fastest measured on
-        2-core machines; ``None`` leaves the library's default).
+        BLAS threads during the fit (default 1, see
+        :func:`rvm_ppl.core.linalg.blas_limit`; ``None`` leaves the
+        library's default).
     **kwargs
         The fitter's keyword arguments.
 

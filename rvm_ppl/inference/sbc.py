@@ -32,17 +32,10 @@ against ``1 - p``, Yao et al. 2018), and :func:`plot_sbc_ecdf` the ECDF
 difference plot of Säilynoja, Bürkner & Vehtari (2022), with pointwise 95 %
 binomial bands.
 
-Measured (``benchmarks/bench_calibration.py``: N = 20, bias + 5 Gaussian
-kernels, a = b = 2, c = 3, d = 0.3, 200 replications, NUTS 2 x 500 draws
-thinned to 99, 1113 s on a shared 2-core machine): NUTS's ranks are uniform
-(chi-square p = 0.14-0.86 for log beta and three log alpha; no divergent
-transition in any run). advi's ``p`` are symmetric (KS p >= 0.33, mean
-0.50-0.52). vb's are for log alpha (p >= 0.27) but not quite for log beta
-(mean 0.549, p = 0.016): Q(beta) sits slightly below the truth, i.e. it
-overestimates the noise. The evidence point estimate of alpha lies above
-the truth in 73-75 % of the replications (binomial p < 1e-10): type-II
-maximisation shrinks the weights; its beta is below the truth in 57.5 %
-(p = 0.04), overestimating the noise.
+What SBC found for the four methods (NUTS calibrated; vb and the evidence
+method overestimating the noise, the evidence method's ``alpha`` above the
+truth) is in the documentation's Benchmarks page, section "Did the
+approximations work?" (``docs/benchmarks.md``).
 
 The fits use the hyperprior in the units of ``y`` exactly: the sampling
 methods take it as given (:func:`rvm_ppl.model.build.build_model`) and the
@@ -121,10 +114,10 @@ def sbc(Phi, priors, *, n_sims=200, methods=METHODS, bases=(0, 1, 2), n_ranks=99
         NUTS per replication (``chains * draws >= n_ranks``).
     nuts_sampler : str
         PyMC's sampler by default, not the package's (nutpie): nutpie
-        compiles a new Numba callback for each replication's model, about
-        5 s, where PyMC reuses the functions PyTensor has cached
-        (``tests/test_calibration.py``: 131 s against 30 s for 20
-        replications).
+        compiles a new Numba callback for each replication's model, where
+        PyMC reuses the functions PyTensor has cached (timed in the
+        documentation's Defaults and why page, section "Simulation-based
+        calibration").
     random_state : int or None
     progress : bool
         Print one line per replication.

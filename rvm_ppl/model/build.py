@@ -47,21 +47,16 @@ labelling, so as every ``alpha_m -> 0`` together the evidence
 Gaussian weight vector separates the data, instead of vanishing as it does
 for the Gaussian likelihood; the Gamma prior's density ``alpha^{a-1}`` then
 puts almost all the posterior mass at ``alpha -> 0`` and unbounded weights.
-NUTS on Ripley's data (100 points, RBF gamma = 4, a = b = 1e-6) drifted
-there: 2301 divergent transitions of 4000, r-hat 3.5 and 16% test error in
-the marginal form, 1365, 2.8 and 16% in the non-centred one. The PyMC model
-of the classifier therefore defaults to the proper hyperprior
+NUTS with Tipping's ``a = b = 1e-6`` drifts there and diverges. The PyMC
+model of the classifier therefore defaults to the proper hyperprior
 :data:`BERNOULLI_PRIORS`, ``a = 3, b = 2``: each weight has a Student-t
 prior with 6 degrees of freedom and variance ``b / (a - 1) = 1`` (logit
-units per unit of basis output). On 10 subsets of 100 of Ripley's points
-(``benchmarks/bench_classification.py --part nuts``, 4 chains) NUTS gave 0
-divergences in every run, r-hat <= 1.004 for every ``log alpha`` and
-<= 1.008 for every weight, 9.6% mean test error and a log loss of
-0.252. Tighter priors sample as well or better but give over-cautious
-probabilities (``a = 3, b = 0.2``: log loss 0.340 against 0.269 on the
-first subset); ``a = 2, b = 0.1`` gave divergences. The closed-form methods keep Tipping's limit: type-II
-maximum likelihood needs no hyperprior and the variational classifier of
-Bishop & Tipping uses :data:`DEFAULT_PRIORS`.
+units per unit of basis output). Tighter priors give over-cautious
+probabilities (and ``a = 2, b = 0.1`` divergences); the runs behind the
+choice are in the documentation's Defaults and why page, section "The PyMC model"
+(``docs/defaults.md``). The closed-form methods keep Tipping's limit:
+type-II maximum likelihood needs no hyperprior and the variational
+classifier of Bishop & Tipping uses :data:`DEFAULT_PRIORS`.
 """
 
 from __future__ import annotations
@@ -212,7 +207,7 @@ def build_model(
         :data:`DEFAULT_PRIORS`, or for ``a, b`` with the Bernoulli
         likelihood :data:`BERNOULLI_PRIORS`. The defaults are vague for
         targets of unit scale; the estimators pass the rates ``b`` and ``d``
-        multiplied by ``var(y)`` (:func:`scale_priors`), which is the same
+        multiplied by ``var(y)`` (:func:`~rvm_ppl.model.build.scale_priors`), which is the same
         model as the defaults on ``y / std(y)``.
     parameterization : {"marginal", "centered", "noncentered"}
         How the weights enter; see the module docstring.
@@ -246,7 +241,8 @@ def build_model(
         puts many ``alpha_m`` of near-collinear columns near zero at once
         (a smooth kernel on many points), where ``beta Phi^T Phi + A`` of
         the M x M form is too ill-conditioned for its gradient and NUTS
-        diverges (noisy sinc from N = 500).
+        diverges (the documentation's Benchmarks page, section "The four
+        methods on the benchmark data sets").
 
     Returns
     -------

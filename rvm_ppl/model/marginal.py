@@ -118,9 +118,9 @@ def use_low_rank(N, M, k):
     factor, the projections of the targets) against ``(2/3) M^3`` (the
     M x M Cholesky factor and triangular inverse); the low-rank form is used
     when its count is at most :data:`LOW_RANK_MAX_COST` times the dense one:
-    for ``N ~ M``, ``k`` up to about ``M / 2.5``. Measured
-    (``benchmarks/bench_bayes.py --part gradient``, noisy sinc, rank 29):
-    0.055 against 0.121 ms at ``M = 101``, 0.37 against 38 ms at ``M = 1001``.
+    for ``N ~ M``, ``k`` up to about ``M / 2.5``. The cost of both forms per
+    gradient is in the documentation's Benchmarks page, section "Cost per
+    gradient" (``docs/benchmarks.md``).
     """
     return 4.0 * k * k * (M + k) + 4.0 * N * k <= LOW_RANK_MAX_COST * (2.0 / 3.0) * M**3
 
@@ -188,7 +188,7 @@ def dense_marginal_loglike(*, inverse="trtri"):
         How ``L^{-1}`` is formed: LAPACK's triangular inverse
         (:mod:`rvm_ppl.model.trtri`, ``M^3 / 3`` flops) or a triangular solve
         against the identity (``M^3`` flops; the form before ``dtrtri``,
-        kept for ``benchmarks/bench_bayes.py --part gradient``).
+        which ``benchmarks/bench_bayes.py --part gradient`` compares).
 
     Returns
     -------

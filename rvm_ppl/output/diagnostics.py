@@ -35,24 +35,11 @@ reference's draws (coverage 0) and its median shift is infinite; the tables
 mark such rows ``status = "pruned"`` and the summaries count them
 (``n_pruned``) and summarise the distances over the bases the method keeps.
 
-Measured
---------
-Noisy sinc, N = 100, ``RVR(gamma=1/9)``, seeds 0-2
-(``benchmarks/bench_diagnostics.py``). Against NUTS (4 x 1000 draws, no
-divergences, r-hat < 1.005): the median W1 of ``log10 alpha`` over the
-bases each method keeps is 0.79-0.83 for advi, 1.8-2.0 for vb and 2.6 for
-the evidence point estimate; advi's 94 % HDIs hold 77-78 % of NUTS's draws,
-vb's 34-36 %. ``log10 beta`` is close for all (W1 0.005-0.019 for vb and
-advi, 0.055 for evidence). Pareto k-hat is far above 0.7 for every fit:
-vb 2.8-3.6 (1.1-1.8 on the bases it keeps, seed 0), advi 1.4-2.2, with 1-10
-effective draws out of 1 000-16 000; a Gaussian fitted to NUTS's own draws
-of the 102 hyperparameters gives 2.0 too (seed 0). The joint posterior of the
-``log alpha`` (nearly flat up to the hyperprior's cut-off, then falling
-sharply) is too far from a product of Gaussians or Gammas for importance
-sampling, so the PSIS-corrected means are noise here (advi's median
-distance of the ``log alpha`` means to NUTS's grows from 0.30-0.35 to
-2.0-3.2). Read k-hat as the verdict on the joint, and the distances for
-the marginals.
+What these tools found on noisy sinc and Ripley's data (k-hat far above 0.7 for
+every variational fit, while advi's marginals are close to NUTS's) is in the
+documentation's Benchmarks page, section "Did the approximations work?"
+(``docs/benchmarks.md``): read k-hat as the verdict on the joint posterior, and
+the distances as the verdict on the marginals.
 
 A point estimate (the evidence method's ``alpha`` and ``beta``) is a
 sample of one value: its HDI is that value, which covers a continuous
@@ -452,10 +439,10 @@ def psis_khat(log_p, log_q, draws=None, *, warn=True, what="the approximation"):
     Read ``k_hat`` together with ``ess``. When ``q`` is almost exact but a
     little lighter-tailed than the target, the log ratios are nearly
     constant with a few slightly larger values; the Pareto fit to that tail
-    can then return a large ``k_hat`` (measured: 2.7-3.7 for a Gaussian
-    moment-matched to a one-weight classifier's posterior, where every
-    weight was within a factor 1.3 of the others and ``ess`` was 3 994 of
-    4 000), while a ``q`` a quarter wider gives ``k_hat < 0``.
+    can then return a large ``k_hat`` while ``ess`` is close to the number
+    of draws, and a slightly wider ``q`` gives ``k_hat < 0`` (an example in
+    the documentation's Benchmarks page, section "Did the approximations
+    work?").
     """
     import arviz as az
 
@@ -750,7 +737,7 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, bases="all", n_draws=4000
         default the estimator's, scaled as the fit used them
         (:func:`rvm_ppl.model.build.scale_priors`). The classifier's vb uses the
         package default, its advi the PyMC model's
-        (:data:`rvm_ppl.model.build.BERNOULLI_PRIORS` unless set).
+        (:data:`rvm_ppl.BERNOULLI_PRIORS` unless set).
     bases : {"all", "kept"}
         ``"all"`` (default) judges ``q`` as an approximation of the model
         with every candidate basis, the one NUTS samples; for vb, ``q``

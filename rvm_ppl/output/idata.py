@@ -48,10 +48,9 @@ dimension after ``(chain, draw)`` to ``w``, ``alpha``, ``fit`` and
 Large data: ``log_likelihood`` and ``posterior_predictive`` hold
 ``chains x draws x N`` numbers each. Above :data:`POINTWISE_MAX` (5
 million, 40 MB per group in float64) they are left out, and
-``attrs["pointwise"]`` says so; fit with fewer draws to have them. At the
-limit, building them costs about 0.8 s and 150 MB of memory (at 20
-million it took 3.6 s and 630 MB, and the netCDF file 310 MB). Below it,
-the default 4 x 1000 draws keep them up to N = 1 250.
+``attrs["pointwise"]`` says so; fit with fewer draws to have them. The
+default 4 x 1000 draws keep them up to N = 1 250. What they cost at the limit
+is in the documentation's Defaults and why page, section "InferenceData".
 """
 
 from __future__ import annotations

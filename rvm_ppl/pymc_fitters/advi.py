@@ -1,19 +1,15 @@
 """Mean-field ADVI on the PyMC model: :func:`fit_advi` (InferenceData) and :func:`advi_result`.
 
-Adam with step 0.01. PyMC's default, ``adagrad_window`` with step 1e-3,
-reached its lowest loss after about 20,000 iterations and then blew up (mean
-loss over 1000 iterations from 1,170 to as much as 46,000); with steps 3e-3
-and 1e-2 it blew up after 8,000 and 2,000 iterations. Adam at 0.01 or 3e-3
-stayed at its optimum for 30,000 iterations. :func:`fit_advi` stops when the
-median loss (-ELBO) over the last ``window`` = 1000 iterations has moved by
-less than ``tol`` = 0.01 nats per observation from the window before, twice
-in a row (``patience`` = 2); otherwise it
-stops after ``n_iter`` iterations with a ``ConvergenceWarning``. The median
-ignores the rare huge losses of draws near the hyperprior's cut-off; the
-loss of a single iteration has a standard deviation of about 5 nats here. On
-noisy sinc (N = 100) the marginal mean-field fit stops after 4,000-6,000
-iterations (3-7 s) with noise sd 0.097-0.104; the centred and non-centred
-forms overestimate it by 20-45% and 65-85%.
+Adam with step :data:`ADVI_LEARNING_RATE` = 0.01 (PyMC's default optimiser,
+``adagrad_window``, leaves its optimum and blows up on this model).
+:func:`fit_advi` stops when the median loss (-ELBO) over the last
+``window`` = :data:`ADVI_WINDOW` iterations has moved by less than ``tol`` =
+:data:`ADVI_TOL` nats per observation from the window before, ``patience`` = 2
+windows in a row; otherwise it stops after ``n_iter`` iterations with a
+``ConvergenceWarning``. The median ignores the rare huge losses of draws near
+the hyperprior's cut-off. The runs behind these defaults are in the
+documentation's Defaults and why page, section "NUTS and ADVI on the PyMC
+model" (``docs/defaults.md``).
 """
 from __future__ import annotations
 
@@ -271,18 +267,16 @@ def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_s
     method : {"advi", "fullrank_advi"}
         Mean-field or full-rank Gaussian in the unconstrained space. For
         regression the mean-field fits of the centred and non-centred forms
-        overestimate the noise (by about 20% and 50-85% on noisy sinc,
-        N = 100); the marginal form does not.
+        overestimate the noise; the marginal form does not.
     learning_rate : float
         Adam step size.
     window, patience : int
     compile_mode : str, optional
         PyTensor mode. Default: :data:`ADVI_COMPILE_MODE` for the model's
         likelihood, else :data:`COMPILE_MODE`: for regression
-        ``"FAST_COMPILE"``, the Python VM (no compilation: 15 s for a first
-        fit at N = 100 against 59 s with ``"NUMBA"``, which once cached is
-        faster only at small N: 5.9 s against 12.1 s); ``"NUMBA"`` for the
-        classifiers. ``"FAST_RUN"`` is the C backend.
+        ``"FAST_COMPILE"``, the Python VM, which compiles nothing;
+        ``"NUMBA"`` for the classifiers, whose graphs run too slowly on the
+        VM (Defaults and why, "First fits"). ``"FAST_RUN"`` is the C backend.
     blas_threads : int or None
         BLAS threads while fitting; None leaves them alone.
     progressbar : bool

@@ -1,11 +1,13 @@
 """NUTS on the PyMC model: :func:`fit_nuts` (InferenceData) and :func:`nuts_result` (the estimators').
 
 The default sampler is nutpie on PyTensor's NUMBA backend, one BLAS thread, and the
-precisions on the softplus scale (:func:`rvm_ppl.model.transforms.softplus_precisions`);
-the documentation's "Defaults and why" page (``docs/defaults.md``) gives the measurements.
+precisions on the softplus scale (:func:`rvm_ppl.pymc_fitters.results.softplus_precisions`);
+the documentation's Defaults and why page, section "NUTS and ADVI on the PyMC model"
+(``docs/defaults.md``), says why.
 
 Diagnostics
------------After NUTS, the number of divergent transitions, the largest rank-normalised
+-----------
+After NUTS, the number of divergent transitions, the largest rank-normalised
 split r-hat and the smallest bulk ESS (Vehtari et al. 2021) over
 ``log alpha`` and ``log beta`` (over ``w`` when both are fixed) are stored in
 ``idata.attrs`` and a :class:`SamplingWarning` names every problem:
@@ -151,8 +153,8 @@ def _trace_var_names(model, spec):
 
     ``w`` is a deterministic function of ``(alpha, beta, w_std)``; storing it
     makes PyMC compile one more function (a Cholesky factor and two
-    triangular solves: 13 s of Numba compilation in a fresh install, on a
-    busy machine). :func:`_result` draws it from the factor it computes anyway.
+    triangular solves; Defaults and why, "First fits"). :func:`_result` draws
+    it from the factor it computes anyway.
     """
     if spec.likelihood != "gaussian" or not {"w_std", "PhiT_Phi"} <= set(model.named_vars):
         return None
@@ -238,7 +240,7 @@ def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None,
     Parameters
     ----------
     model : pymc.Model
-        A model of :func:`rvm_ppl.model.build.build_model`, possibly changed (another
+        A model of :func:`rvm_ppl.build_model`, possibly changed (another
         hyperprior, another likelihood in the centred form), that keeps the
         names ``w`` (dims ``basis``), ``alpha``, ``beta``, ``y``, ``Phi`` and
         ``y_obs``.
@@ -252,8 +254,8 @@ def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None,
         default ``min(chains, available CPUs)``.
     target_accept : float
     nuts_sampler : {"nutpie", "pymc", "numpyro", "blackjax"}
-        Passed to :func:`pymc.sample`. nutpie by default (see the module's
-        "Defaults and why"); the last two need their packages.
+        Passed to :func:`pymc.sample`. nutpie by default (see the
+        documentation's Defaults and why page); the last two need their packages.
     compile_mode : str
         PyTensor mode for the PyMC sampler (``"NUMBA"``, or ``"FAST_RUN"``
         for the C backend).

@@ -7,7 +7,8 @@ turns their draws into the package's :class:`~rvm_ppl.core.result.FitResult` and
 InferenceData layout (:func:`rvm_ppl.output.idata.to_idata`).
 
 Parameterisation
-----------------Regression defaults to the ``"marginal"`` form: ``w`` integrated out
+----------------
+Regression defaults to the ``"marginal"`` form: ``w`` integrated out
 (Tipping 2001, eq. 15), ``(alpha, beta)`` sampled or fitted together with a
 standard normal ``w_std``, and ``w = mu + L^{-T} w_std`` an exact draw from
 its Gaussian conditional ``N(mu, Sigma)`` (eqs. 12-13) at every draw. Classification defaults to its
@@ -15,25 +16,18 @@ own ``"marginal"`` form: ``alpha`` integrated out (Student-t weights,
 Tipping 2001, eq. 32, sampled on an asinh scale), and ``alpha`` drawn
 afterwards from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``;
 with the classifier's hyperprior :data:`rvm_ppl.model.build.BERNOULLI_PRIORS`
-(see :mod:`rvm_ppl.model.build` for why the classifier needs a proper one). On
-Ripley's data (100 points, RBF gamma = 4; ``benchmarks/bench_classification.py
---part nuts``) NUTS gave 0 divergences on 10 of 10 subsets, r-hat <= 1.003
-for every ``log alpha`` and <= 1.005 for every weight (4 chains; PyMC's
-sampler: 1.004 and 1.008, and with 2 chains one weight's r-hat of 202
-exceeded 1.01 in 2 of the 10 runs, at bulk ESS above 1100). Mean-field ADVI reached a higher ELBO in the marginal form
-than with centred or non-centred weights on each of 3 subsets (-72.9
-against -78.3 and -76.1 on the first).
+(see :mod:`rvm_ppl.model.build` for why the classifier needs a proper one).
 
 The categorical (softmax) likelihood of ``build_model(likelihood="categorical")``
 has the same marginal form (:mod:`rvm_ppl.model.categorical`); ``alpha``
 is drawn afterwards per class (or per basis, when shared) and the fitters
-return one result per class. On a 3-class mixture of 60 points (61 bases
-x 3 classes, ``benchmarks/bench_multiclass.py --part nuts``) NUTS with these
-defaults gave 0 divergences and max r-hat 1.007 (per-class and shared
-``alpha``).
+return one result per class.
 
-The reasons for the fitters' defaults, with the measurements behind them, are in the
-documentation's "Defaults and why" page (``docs/defaults.md``).
+The reasons for the fitters' defaults, with the runs behind them, are in the
+documentation's Defaults and why page (``docs/defaults.md``); how NUTS and ADVI fare
+in these forms on Ripley's data, in its Benchmarks page, section "Classification", and
+on a three-class mixture, in the User guide, section "Multi-class: one-vs-rest or one
+softmax model".
 """
 from __future__ import annotations
 
@@ -97,10 +91,9 @@ def softplus_precisions(model):
     a pruned basis function follows that prior, and NUTS then takes the
     step size the wall allows. On ``v`` the flat part is the same
     (``v = log(b alpha)`` for ``alpha << 1/b``) and the wall becomes a tail
-    ``e^(-v)`` of curvature below 1. On noisy sinc (N = 100, seeds 0-9,
-    4 chains) this halved the leapfrog steps per draw (31 to 15) and raised
-    the smallest bulk ESS of ``log alpha`` per second of sampling from 77-91
-    to 113-160 (``benchmarks/bench_bayes.py --part nuts``).
+    ``e^(-v)`` of curvature below 1, so NUTS takes about half the leapfrog
+    steps per draw (the documentation's Benchmarks page, section "What the
+    methods say about α", has the runs).
 
     :func:`fit_nuts` samples this model and returns results on the model it
     was given. With PyMC's own tools: ``with softplus_precisions(model):
