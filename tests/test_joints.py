@@ -220,7 +220,7 @@ def test_model_graph_and_a_changed_model_through_fit_nuts(sinc):
         beta = pm.Gamma("beta", 1e-2, 1e-2)
         w = pm.Normal("w", 0.0, alpha**-0.5, dims="basis")
         pm.StudentT("y", nu=4, mu=Phi_d @ w, sigma=beta**-0.5, observed=y_d)
-    idata = fit_nuts(custom, random_state=0, **FAST)
+    idata = fit_nuts(custom, random_seed=0, **FAST)
     assert {"posterior", "log_likelihood", "posterior_predictive", "sample_stats",
             "relevance"} <= set(idata.groups())
     assert idata.log_likelihood["y"].shape == (2, 150, 15)

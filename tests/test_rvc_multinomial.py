@@ -254,6 +254,6 @@ def test_nuts_defaults_no_divergences(small):
     codes = np.unique(y, return_inverse=True)[1]
     model = build_model(m._design(X, np.arange(61)), codes, likelihood="categorical",
                         classes=list(LABELS))
-    idata = fit_nuts(model, draws=50, tune=100, chains=2, random_state=0)
+    idata = fit_nuts(model, draws=50, tune=100, chains=2, random_seed=0)
     assert idata.posterior["w"].dims == ("chain", "draw", "class", "basis")
     assert idata.relevance["relevant"].dims == ("class", "basis")

@@ -159,7 +159,8 @@ class _RVMBase(BaseEstimator):
         elif method == "vb":
             kwargs.update(max_iter=max_iter, tol=tol, progressbar=self.progressbar)
         else:
-            kwargs.update(draws=self.draws, random_state=_seed(self.random_state),
+            # scikit-learn's random_state becomes PyMC's random_seed here, and only here.
+            kwargs.update(draws=self.draws, random_seed=_seed(self.random_state),
                           sample_kwargs={"progressbar": self.progressbar, **self._sample_kwargs()},
                           model_kw=model_kw)
             if method == "advi":

@@ -8,7 +8,7 @@ stayed at its optimum for 30,000 iterations. :func:`fit_advi` stops when the
 median loss (-ELBO) over the last ``window`` = 1000 iterations has moved by
 less than ``tol`` = 0.01 nats per observation from the window before, twice
 in a row (``patience`` = 2); otherwise it
-stops after ``n_iter`` iterations with a ``ConvergenceWarning``. The median
+stops after ``n`` iterations with a ``ConvergenceWarning``. The median
 ignores the rare huge losses of draws near the hyperprior's cut-off; the
 loss of a single iteration has a standard deviation of about 5 nats here. On
 noisy sinc (N = 100) the marginal mean-field fit stops after 4,000-6,000
@@ -21,6 +21,7 @@ import contextlib
 import logging
 import time
 import warnings
+from types import MappingProxyType
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -45,7 +46,8 @@ _log = logging.getLogger("rvm_ppl")
 ADVI_METHODS = ("advi", "fullrank_advi")
 
 
-ADVI_COMPILE_MODE = {"gaussian": "FAST_COMPILE"}  # by likelihood; COMPILE_MODE otherwise
+# By likelihood; COMPILE_MODE otherwise.
+ADVI_COMPILE_MODE = MappingProxyType({"gaussian": "FAST_COMPILE"})
 
 
 ADVI_WINDOW = 1000
@@ -167,10 +169,10 @@ def _variational_parameters(approx, model):
 def advi_result(
     model,
     *,
-    n_iter,
+    n,
     tol,
     draws,
-    random_state,
+    random_seed,
     method="advi",
     learning_rate=ADVI_LEARNING_RATE,
     window=ADVI_WINDOW,
@@ -193,11 +195,11 @@ def advi_result(
     if compile_mode is None:
         compile_mode = ADVI_COMPILE_MODE.get(spec.likelihood, COMPILE_MODE)
     N = _data(model, "Phi").shape[0]
-    rng, seed = _seeds(random_state)
+    rng, seed = _seeds(random_seed)
     stop = _MedianLossConvergence(window, tol * N, patience)
-    bar = _AdviProgress(progressbar, n_iter, window)
+    bar = _AdviProgress(progressbar, n, window)
     kwargs = dict(
-        n=n_iter, method=method, random_seed=seed, progressbar=False,
+        n=n, method=method, random_seed=seed, progressbar=False,
         obj_optimizer=pm.adam(learning_rate=learning_rate), callbacks=[bar, stop],
     )
     kwargs.update(fit_kwargs)
@@ -251,23 +253,29 @@ def advi_result(
         return _result("advi", model, spec, trace.posterior, rng, stats=stats, fit=fit)
 
 
-def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_state=None,
+def fit_advi(model=None, *, n=ADVI_MAX_ITER, draws=DRAWS, tol=ADVI_TOL, random_seed=None,
              **kwargs):
     """Fit the RVM by automatic differentiation variational inference.
 
+    Called as :func:`pymc.fit` is: ``fit_advi(model, n=...)``, or
+    ``fit_advi(n=...)`` inside ``with model:``.
+
     Parameters
     ----------
-    model : pymc.Model
-        As for :func:`fit_nuts`.
+    model : pymc.Model, optional
+        As for :func:`rvm_ppl.pymc_fitters.nuts.fit_nuts`; default the model
+        of the ``with`` context (:func:`pymc.modelcontext`).
+    n : int
+        Iteration cap (PyMC's name).
     draws : int
         Draws from the fitted approximation (one chain).
-    n_iter : int
-        Iteration cap.
     tol : float
         Stop when the median loss over ``window`` iterations has changed by
         less than ``tol * N`` nats (``tol`` per observation) ``patience``
         windows in a row.
-    random_state : int, Generator or None
+    random_seed : int, sequence of int, numpy Generator or None
+        Seeds PyMC and every numpy draw (PyMC's name; the estimators'
+        ``random_state`` becomes it).
     method : {"advi", "fullrank_advi"}
         Mean-field or full-rank Gaussian in the unconstrained space. For
         regression the mean-field fits of the centred and non-centred forms
@@ -303,8 +311,15 @@ def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_s
     Warns
     -----
     sklearn.exceptions.ConvergenceWarning
-        When ``n_iter`` iterations pass without convergence.
+        When ``n`` iterations pass without convergence.
     """
-    result = advi_result(model, n_iter=n_iter, tol=tol, draws=draws,
-                         random_state=random_state, **kwargs)
-    return _model_idata(model, result, random_state)
+    import pymc as pm
+
+    renamed = {"n_iter": "n", "random_state": "random_seed"}
+    old = sorted(set(kwargs) & set(renamed))
+    if old:
+        raise TypeError(f"fit_advi takes PyMC's names: {', '.join(renamed[k] for k in old)}, "
+                        f"not {', '.join(old)} (renamed before 1.0; see docs/changelog.md).")
+    model = pm.modelcontext(model)
+    result = advi_result(model, n=n, tol=tol, draws=draws, random_seed=random_seed, **kwargs)
+    return _model_idata(model, result, random_seed)
