@@ -94,7 +94,7 @@ def test_missing_prior_keys_take_the_defaults_on_every_path(sinc):
     partial = fit_evidence(Phi, y, priors={"a": 1e-3, "b": 1e-3}, **kw)
     full = fit_evidence(Phi, y, priors={"a": 1e-3, "b": 1e-3, "c": 1e-6, "d": 1e-6}, **kw)
     np.testing.assert_array_equal(partial.alpha, full.alpha)
-    est = RVR(gamma=1 / 9, priors={"a": 1e-3, "b": 1e-3}).fit(X, y)
+    est = RVR(gamma=1 / 9, alpha_shape=1e-3, alpha_rate=1e-3).fit(X, y)
     np.testing.assert_allclose(est.alpha_, full.alpha)
 
 

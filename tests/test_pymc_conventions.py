@@ -30,10 +30,10 @@ def sinc():
 # DEFAULT_PRIORS was a mutable module dict: rvm_ppl.DEFAULT_PRIORS["a"] = 5.0
 # changed every later fit in the process.
 @pytest.mark.parametrize("table", [
-    rvm_ppl.DEFAULT_PRIORS, rvm_ppl.BERNOULLI_PRIORS,
+    rvm_ppl.DEFAULT_PRIORS, rvm_ppl.BERNOULLI_PRIORS, priors_mod.PRIOR_PARAMS,
     methods.DEFAULT_MAX_ITER, methods.DEFAULT_TOL, methods.FIT_METHODS,
     nuts_mod.NUTPIE_KWARGS, advi_mod.ADVI_COMPILE_MODE,
-], ids=["DEFAULT_PRIORS", "BERNOULLI_PRIORS", "DEFAULT_MAX_ITER",
+], ids=["DEFAULT_PRIORS", "BERNOULLI_PRIORS", "PRIOR_PARAMS", "DEFAULT_MAX_ITER",
         "DEFAULT_TOL", "FIT_METHODS", "NUTPIE_KWARGS", "ADVI_COMPILE_MODE"])
 def test_module_tables_are_read_only(table):
     key = next(iter(table))

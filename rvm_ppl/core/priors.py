@@ -20,6 +20,12 @@ DEFAULT_PRIORS = MappingProxyType({"a": 1e-6, "b": 1e-6, "c": 1e-6, "d": 1e-6})
 # module docstring, "Hyperpriors of the classifier".
 BERNOULLI_PRIORS = MappingProxyType({"a": 3.0, "b": 2.0})
 
+# The estimators' parameter for each hyperprior key, in Tipping's (2001) order
+# a, b, c, d: Gamma(a, b) on every alpha_m, Gamma(c, d) on beta (shape, rate).
+PRIOR_PARAMS = MappingProxyType(
+    {"alpha_shape": "a", "alpha_rate": "b", "beta_shape": "c", "beta_rate": "d"}
+)
+
 TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
 
 
@@ -52,6 +58,26 @@ def resolve_priors(priors=None, defaults=None):
         if not np.isfinite(v) or v < 0:
             raise ValueError(f"Prior parameter {k} must be finite and non-negative; got {v!r}.")
     return out
+
+
+def priors_from_params(params):
+    """Build the fitters' hyperprior dict from the estimators' flat parameters.
+
+    Parameters
+    ----------
+    params : mapping
+        Any of the keys of :data:`PRIOR_PARAMS` (``alpha_shape``, ``alpha_rate``,
+        ``beta_shape``, ``beta_rate``); a value of None means "the method's default".
+
+    Returns
+    -------
+    dict or None
+        ``{"a": ..., "b": ..., "c": ..., "d": ...}`` with the parameters that
+        are set, or None when none is (each method's documented default).
+    """
+    out = {key: params[name] for name, key in PRIOR_PARAMS.items()
+           if params.get(name) is not None}
+    return out or None
 
 
 def scale_priors(priors, scale):

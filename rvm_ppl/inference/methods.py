@@ -138,7 +138,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     else:
         if priors is not None:
             raise ValueError("solver='full' maximises the plain evidence; use solver='fast' "
-                             "with priors.")
+                             "with hyperpriors.")
         res = fit_evidence_full(dense_phi(basis, "solver='full'"), t, beta=beta,
                                 fixed_beta=not fit_beta, max_iter=max_iter, tol=tol)
     return _evidence_result(res, labels, likelihood, scale, len(y))
