@@ -97,7 +97,7 @@ def worker_nuts(cfg):
         warnings.simplefilter("always")
         idata = fit_nuts(
             build_model(Phi, t / scale, priors=cfg.get("priors")), nuts_sampler=cfg["sampler"],
-            random_state=cfg["seed"], compile_mode=cfg.get("compile_mode", "NUMBA"),
+            random_seed=cfg["seed"], compile_mode=cfg.get("compile_mode", "NUMBA"),
             blas_threads=cfg.get("blas_threads", 1), cores=cfg.get("cores"),
             chains=cfg.get("chains", 2),
             **{k: cfg[k] for k in ("target_accept", "tune", "draws") if k in cfg},
@@ -126,7 +126,7 @@ def worker_advi(cfg):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         idata = fit_advi(build_model(Phi, t / scale, parameterization=cfg["par"]),
-                         method=cfg["method"], random_state=cfg["seed"])
+                         method=cfg["method"], random_seed=cfg["seed"])
     total = time.perf_counter() - t0
     rms, sigma = _accuracy(idata, scale, Ptest, xt)
     a = idata.attrs

@@ -192,7 +192,7 @@ def _nuts_model_row(label, X, y, Xt, yt, parameterization, priors=None):
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        idata = fit_nuts(model, random_state=0)
+        idata = fit_nuts(model, random_seed=0)
     seconds = time.perf_counter() - start
     W = idata.posterior["w"].values.reshape(-1, Phi.shape[1])
     e, l = _scores(np.mean(expit(design_matrix(Xt, X, RBF(4.0)) @ W.T), axis=1), yt)
@@ -242,7 +242,7 @@ def part_advi(args):
                 warnings.simplefilter("ignore")
                 model = build_model(Phi, y.astype(float), likelihood="bernoulli",
                                     parameterization=form)
-                idata = fit_advi(model, random_state=0)
+                idata = fit_advi(model, random_seed=0)
             W = idata.posterior["w"].values.reshape(-1, Phi.shape[1])
             p1 = np.mean(expit(Pt @ W.T), axis=1)
             e, l = _scores(p1, yt)

@@ -24,7 +24,7 @@ def fitted(sinc):
 
 def test_fit_returns_self_and_leaves_parameters_alone(sinc):
     X, y = sinc
-    m = RVR(gamma=1 / 9, priors={"a": 1e-6})
+    m = RVR(gamma=1 / 9, alpha_shape=1e-6)
     before = m.get_params()
     assert m.fit(X, y) is m
     assert m.get_params() == before
@@ -240,6 +240,7 @@ def test_learn_scales_needs_rbf_and_evidence(sinc):
 
 def test_evidence_with_priors_reproduces_plain_evidence_in_the_limit(sinc, fitted):
     X, y = sinc
-    m = RVR(gamma=1 / 9, priors={"a": 1e-12, "b": 1e-12, "c": 1e-12, "d": 1e-12}).fit(X, y)
+    m = RVR(gamma=1 / 9, alpha_shape=1e-12, alpha_rate=1e-12, beta_shape=1e-12,
+            beta_rate=1e-12).fit(X, y)
     np.testing.assert_array_equal(m.active_, fitted.active_)
     assert m.log_evidence_ == pytest.approx(fitted.log_evidence_, rel=1e-6)

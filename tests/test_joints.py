@@ -94,7 +94,7 @@ def test_missing_prior_keys_take_the_defaults_on_every_path(sinc):
     partial = fit_evidence(Phi, y, priors={"a": 1e-3, "b": 1e-3}, **kw)
     full = fit_evidence(Phi, y, priors={"a": 1e-3, "b": 1e-3, "c": 1e-6, "d": 1e-6}, **kw)
     np.testing.assert_array_equal(partial.alpha, full.alpha)
-    est = RVR(gamma=1 / 9, priors={"a": 1e-3, "b": 1e-3}).fit(X, y)
+    est = RVR(gamma=1 / 9, alpha_shape=1e-3, alpha_rate=1e-3).fit(X, y)
     np.testing.assert_allclose(est.alpha_, full.alpha)
 
 
@@ -220,7 +220,7 @@ def test_model_graph_and_a_changed_model_through_fit_nuts(sinc):
         beta = pm.Gamma("beta", 1e-2, 1e-2)
         w = pm.Normal("w", 0.0, alpha**-0.5, dims="basis")
         pm.StudentT("y", nu=4, mu=Phi_d @ w, sigma=beta**-0.5, observed=y_d)
-    idata = fit_nuts(custom, random_state=0, **FAST)
+    idata = fit_nuts(custom, random_seed=0, **FAST)
     assert {"posterior", "log_likelihood", "posterior_predictive", "sample_stats",
             "relevance"} <= set(idata.groups())
     assert idata.log_likelihood["y"].shape == (2, 150, 15)

@@ -96,7 +96,7 @@ def test_vb_is_one_vs_rest_only_and_a_failed_fit_changes_nothing(three, fits):
     with pytest.raises(ValueError, match="vb' is one-vs-rest only.*multi_class='ovr'"):
         m.fit(X, y, method="vb")
     with pytest.raises(ValueError, match="supports no hyperpriors"):
-        m.set_params(priors={"a": 1.0}).fit(X, y)
+        m.set_params(alpha_shape=1.0).fit(X, y)
     np.testing.assert_array_equal(m.predict_proba(Xt), before)
     with pytest.raises(ValueError, match="multi_class"):
         RVC(multi_class="ovo").fit(X, y)
@@ -254,6 +254,6 @@ def test_nuts_defaults_no_divergences(small):
     codes = np.unique(y, return_inverse=True)[1]
     model = build_model(m._design(X, np.arange(61)), codes, likelihood="categorical",
                         classes=list(LABELS))
-    idata = fit_nuts(model, draws=50, tune=100, chains=2, random_state=0)
+    idata = fit_nuts(model, draws=50, tune=100, chains=2, random_seed=0)
     assert idata.posterior["w"].dims == ("chain", "draw", "class", "basis")
     assert idata.relevance["relevant"].dims == ("class", "basis")

@@ -190,7 +190,7 @@ def test_nuts_with_fixed_hyperparameters_matches_exact_posterior(parameterizatio
     alpha = np.full(M, 0.5)
     beta = 20.0
     idata = fit_nuts(Phi, y, basis=basis, parameterization=parameterization, alpha=alpha,
-                     beta=beta, draws=1000, tune=500, random_state=11)
+                     beta=beta, draws=1000, tune=500, random_seed=11)
     mu, Sigma, _ = posterior_given(Phi, y, alpha, beta)
     w = idata.posterior["w"]
     mcse = az.mcse(idata.posterior, var_names=["w"], method="mean")["w"].values
@@ -276,7 +276,7 @@ def test_nuts_log_alpha_matches_brute_force_for_a_relevant_and_a_pruned_basis():
     u = np.linspace(-25.0, 20.0, 451)
     logp = _log_alpha_posterior_on_grid(Phi, y, beta, priors, u)
     p = np.exp(logp - logp.max())
-    idata = fit_nuts(Phi, y, beta=beta, draws=1000, tune=1000, chains=4, random_state=2)
+    idata = fit_nuts(Phi, y, beta=beta, draws=1000, tune=1000, chains=4, random_seed=2)
     log_alpha = np.log(idata.posterior["alpha"].values)  # (chain, draw, 2)
     for m, marginal in enumerate((p.sum(axis=1), p.sum(axis=0))):
         cdf = _cdf(marginal, u)
@@ -293,7 +293,7 @@ def test_nuts_marginal_layout_and_exact_conditional_draws(tiny):
     draws, chains = 150, 2
     with pytest.warns(SamplingWarning, match="ESS"):  # 150 draws cannot reach ESS 200
         idata = fit_nuts(Phi, y, basis=basis, draws=draws, tune=150, chains=chains,
-                         random_state=3)
+                         random_seed=3)
     post = idata.posterior
     assert {"posterior", "sample_stats", "observed_data", "fit"} <= set(idata.groups())
     assert post["w"].dims == ("chain", "draw", "basis")
@@ -331,7 +331,7 @@ def test_nuts_marginal_layout_and_exact_conditional_draws(tiny):
 
 def test_nuts_is_reproducible(tiny):
     _, y, _, Phi, basis = tiny
-    kw = dict(basis=basis, draws=30, tune=30, chains=2, random_state=7)  # nutpie: threads
+    kw = dict(basis=basis, draws=30, tune=30, chains=2, random_seed=7)  # nutpie: threads
     with pytest.warns(SamplingWarning):
         a = fit_nuts(Phi, y, **kw)
     with pytest.warns(SamplingWarning):
@@ -342,7 +342,7 @@ def test_nuts_is_reproducible(tiny):
 def test_advi_layout_elbo_and_noise_estimate():
     """Marginal mean-field ADVI on 50 noisy sinc points: noise sd within 30% of 0.1."""
     _, y, scale, Phi, basis = _sinc_problem(50, seed=0)
-    idata = fit_advi(Phi, y, basis=basis, draws=300, random_state=0)
+    idata = fit_advi(Phi, y, basis=basis, draws=300, random_seed=0)
     post = idata.posterior
     assert {"posterior", "observed_data", "fit"} <= set(idata.groups())
     assert post["w"].shape == (1, 300, len(basis))
@@ -364,8 +364,8 @@ def test_advi_warns_when_not_converged(tiny):
 
     _, y, _, Phi, basis = tiny
     with pytest.warns(ConvergenceWarning, match="did not converge"):
-        idata = fit_advi(Phi, y, basis=basis, n_iter=300, window=100, tol=1e-9, draws=50,
-                         random_state=0)
+        idata = fit_advi(Phi, y, basis=basis, n=300, window=100, tol=1e-9, draws=50,
+                         random_seed=0)
     assert idata.attrs["converged"] == 0
     assert idata.fit["elbo"].size == 300
 
@@ -380,7 +380,7 @@ def test_advi_rejects_unknown_method(tiny):
 def test_pymc_sampler_agrees_with_the_default_nutpie(tiny):
     """PyMC's NUTS, one argument away, finds the same posterior mean of log beta."""
     _, y, _, Phi, basis = tiny
-    kw = dict(basis=basis, draws=400, tune=400, chains=2, random_state=0)
+    kw = dict(basis=basis, draws=400, tune=400, chains=2, random_seed=0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SamplingWarning)
         a = fit_nuts(Phi, y, **kw)
@@ -454,7 +454,7 @@ def test_bernoulli_nuts_matches_quadrature_and_advi_is_close():
     mean_log_alpha = p @ (digamma(a + 0.5) - np.log(b + 0.5 * W**2))
 
     idata = fit_nuts(Phi, t, basis=["bias", "x"], likelihood="bernoulli",
-                     random_state=0)
+                     random_seed=0)
     assert idata.attrs["parameterization"] == "marginal"
     assert "beta" not in idata.posterior
     assert idata.attrs["n_divergences"] == 0 and idata.attrs["max_rhat"] <= 1.01
@@ -466,7 +466,7 @@ def test_bernoulli_nuts_matches_quadrature_and_advi_is_close():
     np.testing.assert_array_less(np.abs(log_alpha.mean(axis=(0, 1)) - mean_log_alpha), 4 * se)
 
     va = fit_advi(Phi, t, basis=["bias", "x"], likelihood="bernoulli", draws=2000,
-                  random_state=0)
+                  random_seed=0)
     assert va.attrs["parameterization"] == "marginal" and va.attrs["converged"]
     # mean field on asinh(w / c): a Gaussian in that scale, close to the exact mean
     np.testing.assert_allclose(va.fit["mean"].values, mean, atol=0.15)

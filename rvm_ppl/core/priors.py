@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 import numpy as np
 
 # Gamma(a, b) on every alpha_m and Gamma(c, d) on beta (shape, rate). Tipping
@@ -9,11 +12,19 @@ import numpy as np
 # which type-II maximum likelihood reproduces exactly; PyMC needs proper
 # priors, so the default is small but positive. The estimators apply them to
 # targets of unit standard deviation (scale_priors), so the model is scale-free.
-DEFAULT_PRIORS = {"a": 1e-6, "b": 1e-6, "c": 1e-6, "d": 1e-6}
+# Read-only (MappingProxyType): a module default that one caller changed would
+# change every later fit in the process.
+DEFAULT_PRIORS = MappingProxyType({"a": 1e-6, "b": 1e-6, "c": 1e-6, "d": 1e-6})
 
 # The hyperprior on alpha of the Bernoulli PyMC model (NUTS and ADVI); see the
 # module docstring, "Hyperpriors of the classifier".
-BERNOULLI_PRIORS = {"a": 3.0, "b": 2.0}
+BERNOULLI_PRIORS = MappingProxyType({"a": 3.0, "b": 2.0})
+
+# The estimators' parameter for each hyperprior key, in Tipping's (2001) order
+# a, b, c, d: Gamma(a, b) on every alpha_m, Gamma(c, d) on beta (shape, rate).
+PRIOR_PARAMS = MappingProxyType(
+    {"alpha_shape": "a", "alpha_rate": "b", "beta_shape": "c", "beta_rate": "d"}
+)
 
 TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
 
@@ -23,19 +34,21 @@ def resolve_priors(priors=None, defaults=None):
 
     Parameters
     ----------
-    priors : dict, optional
+    priors : mapping, optional
         Any of ``"a", "b", "c", "d"``.
-    defaults : dict, optional
+    defaults : mapping, optional
         Values for the missing ones, completed by :data:`DEFAULT_PRIORS`
         (e.g. :data:`BERNOULLI_PRIORS`).
 
     Returns
     -------
     dict
+        A new dict: neither ``priors`` nor the module defaults are changed
+        or shared.
     """
     out = {**DEFAULT_PRIORS, **(defaults or {})}
     if priors is not None:
-        if not isinstance(priors, dict):
+        if not isinstance(priors, Mapping):
             raise TypeError(f"priors must be a dict with keys a, b, c, d; got {type(priors).__name__}.")
         unknown = set(priors) - set(out)
         if unknown:
@@ -45,6 +58,26 @@ def resolve_priors(priors=None, defaults=None):
         if not np.isfinite(v) or v < 0:
             raise ValueError(f"Prior parameter {k} must be finite and non-negative; got {v!r}.")
     return out
+
+
+def priors_from_params(params):
+    """Build the fitters' hyperprior dict from the estimators' flat parameters.
+
+    Parameters
+    ----------
+    params : mapping
+        Any of the keys of :data:`PRIOR_PARAMS` (``alpha_shape``, ``alpha_rate``,
+        ``beta_shape``, ``beta_rate``); a value of None means "the method's default".
+
+    Returns
+    -------
+    dict or None
+        ``{"a": ..., "b": ..., "c": ..., "d": ...}`` with the parameters that
+        are set, or None when none is (each method's documented default).
+    """
+    out = {key: params[name] for name, key in PRIOR_PARAMS.items()
+           if params.get(name) is not None}
+    return out or None
 
 
 def scale_priors(priors, scale):

@@ -27,6 +27,7 @@ from rvm_ppl.closed_form.scales import (
     extended_design_matrix,
     extra_columns,
 )
+from rvm_ppl.core.priors import priors_from_params
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -38,33 +39,31 @@ from rvm_ppl.kernels.kernel import KERNEL_NAMES, Kernel, basis_labels, make_kern
 
 # Above this many design-matrix entries (N x M) the evidence method evaluates
 # kernel columns on demand instead of storing the matrix (200 MB of float64).
-
-
-# Above this many design-matrix entries (N x M) the evidence method evaluates
-# kernel columns on demand instead of storing the matrix (200 MB of float64).
 DENSE_LIMIT = 25_000_000
 
 
 class _RVMBase(BaseEstimator):
     """Shared parameters, design matrices and fitted attributes."""
 
+    # The shared ones by group, as in the signatures: the basis, the model, the
+    # method, PyMC's sampler, the process.
     _parameter_constraints: dict = {
         "kernel": [StrOptions(set(KERNEL_NAMES)), Kernel, callable],
         "gamma": [StrOptions({"scale"}), Interval(Real, 0, None, closed="left"), "array-like"],
         "degree": [Interval(Integral, 0, None, closed="left")],
         "coef0": [Real],
-        "method": [StrOptions(set(FIT_METHODS))],
         "fit_intercept": ["boolean"],
-        "priors": [dict, None],
+        "alpha_shape": [Interval(Real, 0, None, closed="left"), None],
+        "alpha_rate": [Interval(Real, 0, None, closed="left"), None],
+        "method": [StrOptions(set(FIT_METHODS))],
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
         "tol": [Interval(Real, 0, None, closed="neither"), None],
         "alignment_test": ["boolean"],
-        "solver": [StrOptions({"fast", "full"})],
         "draws": [Interval(Integral, 1, None, closed="left")],
         "tune": [Interval(Integral, 0, None, closed="left")],
         "chains": [Interval(Integral, 1, None, closed="left")],
-        "random_state": ["random_state"],
         "sample_kwargs": [dict, None],
+        "random_state": ["random_state"],
         "blas_threads": [Interval(Integral, 1, None, closed="left"), None],
         "progressbar": ["boolean"],
     }
@@ -149,7 +148,7 @@ class _RVMBase(BaseEstimator):
 
         ``model_kw`` goes to :func:`rvm_ppl.model.build.build_model` (advi, nuts).
         """
-        kwargs = dict(labels=labels, likelihood=likelihood, priors=self.priors)
+        kwargs = dict(labels=labels, likelihood=likelihood, priors=self._priors())
         max_iter = self.max_iter or DEFAULT_MAX_ITER.get(method)
         tol = self.tol or DEFAULT_TOL.get(method)
         if method == "evidence":
@@ -159,7 +158,8 @@ class _RVMBase(BaseEstimator):
         elif method == "vb":
             kwargs.update(max_iter=max_iter, tol=tol, progressbar=self.progressbar)
         else:
-            kwargs.update(draws=self.draws, random_state=_seed(self.random_state),
+            # scikit-learn's random_state becomes PyMC's random_seed here, and only here.
+            kwargs.update(draws=self.draws, random_seed=_seed(self.random_state),
                           sample_kwargs={"progressbar": self.progressbar, **self._sample_kwargs()},
                           model_kw=model_kw)
             if method == "advi":
@@ -168,22 +168,34 @@ class _RVMBase(BaseEstimator):
                 kwargs.update(tune=self.tune, chains=self.chains)
         return _fit(method, basis, y, blas_threads=self.blas_threads, **kwargs)
 
+    def _priors(self):
+        """Return the fitters' hyperprior dict from ``alpha_shape``, ... (None: the defaults)."""
+        return priors_from_params(self.get_params(deep=False))
+
     def _sample_kwargs(self):
         """``sample_kwargs`` for PyMC, refusing keys that the estimator sets itself."""
         extra = dict(self.sample_kwargs or {})
-        # random_seed is random_state; n and n_iter are max_iter.
-        taken = set(self.get_params(deep=False)) | {"random_seed", "n", "n_iter", "model"}
+        # random_seed is random_state; n and n_iter are max_iter; priors are
+        # alpha_shape, alpha_rate, beta_shape and beta_rate.
+        taken = set(self.get_params(deep=False)) | {"random_seed", "n", "n_iter", "model",
+                                                     "priors"}
         clash = sorted(set(extra) & taken)
         if clash:
             raise ValueError(
                 f"sample_kwargs sets {clash}, which the estimator sets from its own parameters; "
                 "set them on the estimator instead (random_seed is random_state, n and n_iter "
-                "are max_iter)."
+                "are max_iter, priors are alpha_shape, alpha_rate, beta_shape and beta_rate)."
             )
         return extra
 
     def _set_fitted(self, *, X, kernel, n_extra, method, results):
-        """Fitted attributes shared by RVR and RVC, all set together."""
+        """Fitted attributes shared by RVR and RVC, all set together.
+
+        ``method`` becomes the method this fit used, so that ``get_params()``
+        and ``clone(self).fit(X, y)`` reproduce it after ``fit(X, y, method=...)``;
+        no other constructor parameter changes (a failed fit restores them all).
+        """
+        self.method = method
         self.kernel_ = kernel
         self.X_fit_ = X
         self.n_extra_ = n_extra

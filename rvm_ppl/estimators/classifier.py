@@ -22,9 +22,6 @@ from rvm_ppl.inference.methods import (
 )
 from rvm_ppl.output.idata import multinomial_idata, ovr_idata, to_idata
 
-# Above this many design-matrix entries (N x M) the evidence method evaluates
-# kernel columns on demand instead of storing the matrix (200 MB of float64).
-
 
 class RVC(ClassifierMixin, _RVMBase):
     """Relevance vector classification (Tipping 2001, §3).
@@ -41,22 +38,22 @@ class RVC(ClassifierMixin, _RVMBase):
 
     Parameters
     ----------
-    kernel, gamma, degree, coef0, method, fit_intercept, max_iter, tol, \
-alignment_test, draws, tune, chains, random_state, sample_kwargs, blas_threads, \
-progressbar
-        As for :class:`RVR` (there is no noise precision).
-    priors : dict, optional
-        Gamma hyperprior ``a, b`` on the weight precisions. The evidence
-        method supports none (type-II maximum likelihood); vb defaults to
-        :data:`rvm_ppl.model.build.DEFAULT_PRIORS` (1e-6, Bishop & Tipping's
-        limit); advi and nuts default to
-        :data:`rvm_ppl.model.build.BERNOULLI_PRIORS` (``a = 3, b = 2``): as
-        ``a -> 0`` the exact posterior of a classifier puts its mass on
-        unbounded weights that separate the training data, which no sampler
-        can explore (:mod:`rvm_ppl.model.build`, "Hyperpriors of the classifier").
-        Pass the same ``priors`` to every method to compare them on one
-        model.
-
+    Basis: the functions of x that form the design matrix
+    kernel, gamma, degree, coef0, fit_intercept : as for RVR
+        As for :class:`RVR`.
+    Model: the hyperprior and the classes
+    alpha_shape, alpha_rate : float or None
+        Shape ``a`` and rate ``b`` of the Gamma hyperprior on every weight
+        precision ``alpha_m`` (Tipping 2001, eq. 6); there is no noise
+        precision. None, for either, is the method's default: the evidence
+        method supports none (type-II maximum likelihood; setting one is a
+        ``ValueError``); vb takes :data:`rvm_ppl.DEFAULT_PRIORS` (1e-6,
+        Bishop & Tipping's limit); advi and nuts take
+        :data:`rvm_ppl.BERNOULLI_PRIORS` (``a = 3, b = 2``): as ``a -> 0``
+        the exact posterior of a classifier puts its mass on unbounded
+        weights that separate the training data, which no sampler can
+        explore (:mod:`rvm_ppl.model.build`, "Hyperpriors of the
+        classifier"). Set both to compare vb, advi and nuts on one model.
     multi_class : {"ovr", "multinomial"}
         How ``K > 2`` classes are modelled. ``"ovr"``: ``K`` binary
         one-vs-rest models (as Tipping did for U.S.P.S.). ``"multinomial"``:
@@ -75,6 +72,15 @@ progressbar
         ``multi_class="multinomial"`` only: one ``alpha`` per basis function
         for all classes (a basis enters or leaves every class's model at
         once) instead of one per class and basis.
+    Method: how the posterior is found
+    method, max_iter, tol, alignment_test : as for RVR
+        As for :class:`RVR` (the evidence method has the fast solver only).
+    Sampler: PyMC's settings, by PyMC's names
+    draws, tune, chains, sample_kwargs : as for RVR
+        As for :class:`RVR`.
+    Process: randomness, threads and output
+    random_state, blas_threads, progressbar : as for RVR
+        As for :class:`RVR`.
 
     Attributes
     ----------
@@ -151,42 +157,49 @@ progressbar
         self,
         kernel="rbf",
         *,
+        # the basis
         gamma="scale",
         degree=3,
         coef0=1.0,
-        method="evidence",
         fit_intercept=True,
-        priors=None,
+        # the model
+        alpha_shape=None,
+        alpha_rate=None,
+        multi_class="ovr",
+        shared_alpha=False,
+        # the method
+        method="evidence",
         max_iter=None,
         tol=None,
         alignment_test=True,
+        # PyMC's sampler
         draws=1000,
         tune=1000,
         chains=4,
-        random_state=None,
         sample_kwargs=None,
+        # the process
+        random_state=None,
         blas_threads=1,
         progressbar=True,
-        multi_class="ovr",
-        shared_alpha=False,
     ):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
-        self.method = method
         self.fit_intercept = fit_intercept
+        self.alpha_shape = alpha_shape
+        self.alpha_rate = alpha_rate
         self.multi_class = multi_class
         self.shared_alpha = shared_alpha
-        self.priors = priors
+        self.method = method
         self.max_iter = max_iter
         self.tol = tol
         self.alignment_test = alignment_test
         self.draws = draws
         self.tune = tune
         self.chains = chains
-        self.random_state = random_state
         self.sample_kwargs = sample_kwargs
+        self.random_state = random_state
         self.blas_threads = blas_threads
         self.progressbar = progressbar
 
@@ -200,13 +213,20 @@ progressbar
         y : array-like of shape (n_samples,)
             Class labels of any type.
         method : {"evidence", "vb", "advi", "nuts"}, optional
-            Overrides the constructor's ``method``.
+            Fit by this method instead of ``self.method``. After the fit
+            ``self.method`` is the method used, so that ``get_params()`` and
+            ``clone(self).fit(X, y)`` reproduce the fit; a fit that fails
+            leaves the estimator as it was.
 
         Returns
         -------
         self : RVC
         """
         method = self._check_method(method)
+        if method == "evidence" and self._priors() is not None:
+            raise ValueError("RVC's method='evidence' (type-II maximum likelihood) supports no "
+                             "hyperpriors; leave alpha_shape and alpha_rate at None, or use "
+                             "method 'vb', 'advi' or 'nuts'.")
         if self.multi_class == "multinomial" and method == "vb":
             raise ValueError("method='vb' is one-vs-rest only (Bishop & Tipping's bound is for "
                              "the Bernoulli likelihood); use multi_class='ovr' with vb, or "
@@ -241,9 +261,6 @@ progressbar
         max_iter = self.max_iter or DEFAULT_MAX_ITER.get(method)
         tol = self.tol or DEFAULT_TOL.get(method)
         if method == "evidence":
-            if self.priors is not None:
-                raise ValueError("method='evidence' with multi_class='multinomial' supports no "
-                                 "hyperpriors; leave priors=None.")
             with blas_limit(self.blas_threads):
                 res = fit_evidence_multinomial(basis, codes, n_classes=len(classes),
                                                shared_alpha=self.shared_alpha,

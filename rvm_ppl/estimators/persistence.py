@@ -19,6 +19,7 @@ import json
 
 import numpy as np
 
+from rvm_ppl.core.priors import PRIOR_PARAMS
 from rvm_ppl.core.result import FitResult
 from rvm_ppl.kernels import kernel as _kernels
 from rvm_ppl.output.idata import package_version
@@ -27,7 +28,11 @@ STATE_GROUP = "estimator_state"
 # 3: RVC files carry multi_class and shared_alpha among the parameters and,
 # for a multinomial evidence fit, the joint Laplace covariance (joint_cov);
 # a reader of format 2 would fail on them, so it refuses them instead.
-FORMAT_VERSION = 3
+# 4: the hyperprior is four parameters (alpha_shape, alpha_rate, beta_shape,
+# beta_rate) instead of the dict ``priors``; format 3 files are read, their
+# ``priors`` mapped to the four names.
+FORMAT_VERSION = 4
+READABLE_FORMATS = (3, 4)
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
 
 
@@ -57,9 +62,9 @@ def _decode_param(value):
     return value
 
 
-def model_id(estimator_name, params_json, method):
+def model_id(estimator_name, params_json, method, version=FORMAT_VERSION):
     """A short hash that identifies the model a file holds (format, estimator, parameters, method)."""
-    text = json.dumps([FORMAT_VERSION, estimator_name, params_json, method])
+    text = json.dumps([version, estimator_name, params_json, method])
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
@@ -147,6 +152,29 @@ def _restore_result(state, k):
                      outside_var=None if outside is None else np.asarray(outside.values), **arrays)
 
 
+def _params_of_format_3(cls, params, path):
+    """Format 3's parameters with ``priors`` replaced by ``alpha_shape``, ... (format 4).
+
+    Keys of ``priors`` that ``cls`` has no parameter for (``c`` and ``d`` on
+    an :class:`RVC`, where they had no effect) are dropped.
+    """
+    params = dict(params)
+    priors = params.pop("priors", None)
+    if priors is None:
+        return params
+    key_to_name = {key: name for name, key in PRIOR_PARAMS.items()}
+    if not isinstance(priors, dict) or not set(priors) <= set(key_to_name):
+        raise ValueError(
+            f"{path} holds priors={priors!r}, which is not a dict with keys among "
+            f"{sorted(key_to_name)}; it cannot be mapped to {list(PRIOR_PARAMS)}."
+        )
+    names = set(cls().get_params(deep=False))
+    for key, value in priors.items():
+        if key_to_name[key] in names:
+            params[key_to_name[key]] = value
+    return params
+
+
 def load(cls, path):
     """Rebuild an estimator of class ``cls`` saved by :func:`save`."""
     import arviz as az
@@ -156,18 +184,22 @@ def load(cls, path):
         raise ValueError(f"{path} holds no saved rvm_ppl estimator (no {STATE_GROUP!r} group).")
     state = idata[STATE_GROUP]
     version = state.attrs.get("format_version")
-    if version != FORMAT_VERSION:
+    if version not in READABLE_FORMATS:
         raise ValueError(
             f"{path} was written in rvm_ppl's file format {version} (rvm_ppl "
             f"{state.attrs.get('rvm_ppl_version', 'unknown')}); this rvm_ppl "
-            f"({package_version()}) reads format {FORMAT_VERSION}. Refit and save again."
+            f"({package_version()}) reads formats {list(READABLE_FORMATS)}. Refit and save again."
         )
+    version = int(version)
     if state.attrs["estimator"] != cls.__name__:
         raise ValueError(f"{path} holds a {state.attrs['estimator']}, not a {cls.__name__}.")
-    expected = model_id(state.attrs["estimator"], state.attrs["params"], state.attrs["method"])
+    expected = model_id(state.attrs["estimator"], state.attrs["params"], state.attrs["method"],
+                        version)
     if state.attrs["model_id"] != expected:
         raise ValueError(f"{path} is damaged: its model_id does not match its contents.")
     params = {k: _decode_param(v) for k, v in json.loads(state.attrs["params"]).items()}
+    if version == 3:
+        params = _params_of_format_3(cls, params, path)
     est = cls(**params)
     X = np.asarray(state["X_fit"].values)
     kernel = est._make_kernel(X)

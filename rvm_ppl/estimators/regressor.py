@@ -22,10 +22,6 @@ from rvm_ppl.inference.methods import (
 from rvm_ppl.kernels.kernel import RBF, basis_labels
 from rvm_ppl.output.idata import to_idata
 
-# Above this many design-matrix entries (N x M) the evidence method evaluates
-# kernel columns on demand instead of storing the matrix (200 MB of float64).
-
-
 # Largest N at which RVR's fast evidence fit uses the dense kernel matrix, run by
 # the compiled engine, even when a low-rank factor exists: warm fits on noisy sinc
 # (median of 3 seeds, ms) dense/low-rank: N = 1000 15.0/29.1, 1500 27.7/20.7,
@@ -43,6 +39,7 @@ class RVR(RegressorMixin, _RVMBase):
 
     Parameters
     ----------
+    Basis: the functions of x that form the design matrix
     kernel : {"rbf", "linear_spline", "poly", "linear", "precomputed"}, Kernel or callable
         Basis functions ``phi_m(x) = k(x, x_m)``. With ``"precomputed"``,
         ``X`` is the design matrix itself (any basis set, one column per
@@ -53,25 +50,46 @@ class RVR(RegressorMixin, _RVMBase):
         ``1 / (n_features * X.var())`` as :class:`sklearn.svm.SVR` does.
     degree, coef0 : int, float
         Polynomial kernel ``(gamma x.y + coef0)^degree``.
-    method : {"evidence", "vb", "advi", "nuts"}
-        Fitting method; the ``method`` argument of :meth:`fit` wins.
     fit_intercept : bool
         Add a bias basis function (with its own ``alpha``, as in the paper).
+    extra_basis : callable, optional
+        ``extra_basis(X) -> (n, p)`` array of further basis functions placed
+        next to the kernel columns, each with its own ``alpha`` (Tipping
+        2001, §4.3: e.g. the raw inputs and their squares). Their labels are
+        ``"extra_0"``, ... in ``idata_``.
+    learn_scales : bool
+        Learn one Gaussian-kernel scale per input (``eta``, Tipping 2001,
+        App. C) by maximising the evidence, interleaved with the ``alpha``
+        updates (:func:`rvm_ppl.closed_form.scales.fit_eta_rvm`); needs
+        ``kernel="rbf"`` and ``method="evidence"``. ``gamma`` is the start.
+    scale_schedule : {"refine", "grow"}
+        How the scale learning starts: from the converged fixed-width fit
+        (``"refine"``) or from the bias alone (``"grow"``).
+    Model: the hyperpriors and the noise
+    alpha_shape, alpha_rate : float or None
+        Shape ``a`` and rate ``b`` of the Gamma hyperprior on every weight
+        precision ``alpha_m`` (Tipping 2001, eq. 6), for targets divided by
+        their standard deviation.
+    beta_shape, beta_rate : float or None
+        Shape ``c`` and rate ``d`` of the Gamma hyperprior on the noise
+        precision ``beta`` (same equation), in the same units. None, for any of the
+        four, is the method's default: vb, advi and nuts take
+        :data:`rvm_ppl.DEFAULT_PRIORS` (all 1e-6). The evidence method with
+        all four None maximises the evidence itself, the limit
+        ``a = b = c = d -> 0`` of the same model (with 1e-6 it finds the same
+        basis set, about ten times more slowly for large N); with any of
+        them set, it maximises the posterior of ``log alpha`` and
+        ``log beta`` (Tipping 2001, App. A), the others at 1e-6.
     noise_std : float, optional
         Initial noise standard deviation for the evidence method, or the
         fixed one when ``fit_noise=False``. Default ``0.1 * std(y)``.
     fit_noise : bool
         Re-estimate the noise (evidence method).
-    priors : dict, optional
-        Gamma hyperprior parameters ``a, b`` (weight precisions) and ``c, d``
-        (noise precision), shape and rate, for targets divided by their
-        standard deviation. vb, advi and nuts default to
-        :data:`rvm_ppl.model.build.DEFAULT_PRIORS` (all 1e-6). The evidence method
-        without ``priors`` maximises the evidence itself, the limit
-        ``a = b = c = d -> 0`` of the same model (with the default 1e-6 it
-        finds the same basis set, about ten times more slowly for large N);
-        given ``priors``, it maximises the posterior of ``log alpha`` and
-        ``log beta`` (Tipping 2001, App. A).
+    Method: how the posterior is found
+    method : {"evidence", "vb", "advi", "nuts"}
+        Fitting method. ``fit(X, y, method=...)`` fits by another one and
+        makes it this parameter, so that ``get_params()`` and
+        ``clone(m).fit(X, y)`` reproduce the fit.
     max_iter, tol : int, float or None
         Iteration cap and convergence tolerance of the method; None takes
         the method's own (:data:`rvm_ppl.inference.methods.DEFAULT_MAX_ITER`,
@@ -90,13 +108,12 @@ class RVR(RegressorMixin, _RVMBase):
         re-estimates every ``alpha`` at once from the full model at
         ``O(N^3)`` per iteration. Both maximise the same evidence and may
         stop at different local maxima.
+    Sampler: PyMC's settings, by PyMC's names
     draws, tune, chains : int
         Posterior draws kept per chain (all methods), tuning steps and
         chains (nuts). Four chains by default: r-hat <= 1.01 (Vehtari et
         al. 2021) presumes them; with two, one of 202 r-hats on a Ripley
         classifier exceeded 1.01 by chance in 2 of 10 runs.
-    random_state : int, RandomState or None
-        Seeds every random draw.
     sample_kwargs : dict, optional
         Keyword arguments for PyMC: :func:`rvm_ppl.pymc_fitters.nuts.fit_nuts` and
         :func:`pymc.sample` (nuts; e.g. ``target_accept``, or
@@ -104,6 +121,9 @@ class RVR(RegressorMixin, _RVMBase):
         :func:`pymc.fit` (advi; e.g. ``learning_rate``). Unused by evidence
         and vb. A key the estimator sets from its own parameters (``draws``,
         ``chains``, ``random_seed``, ``n``, ...) is a ``ValueError``.
+    Process: randomness, threads and output
+    random_state : int, RandomState or None
+        Seeds every random draw (PyMC's ``random_seed`` for advi and nuts).
     blas_threads : int or None
         BLAS threads during ``fit`` (default 1, the fastest setting measured
         on 2-core machines; ``None`` leaves the BLAS library's default).
@@ -113,19 +133,6 @@ class RVR(RegressorMixin, _RVMBase):
         and for evidence and vb a line (iteration, basis functions,
         objective) on standard error once a fit has run two seconds; they
         take under a second up to tens of thousands of points.
-    extra_basis : callable, optional
-        ``extra_basis(X) -> (n, p)`` array of further basis functions placed
-        next to the kernel columns, each with its own ``alpha`` (Tipping
-        2001, §4.3: e.g. the raw inputs and their squares). Their labels are
-        ``"extra_0"``, ... in ``idata_``.
-    learn_scales : bool
-        Learn one Gaussian-kernel scale per input (``eta``, Tipping 2001,
-        App. C) by maximising the evidence, interleaved with the ``alpha``
-        updates (:func:`rvm_ppl.closed_form.scales.fit_eta_rvm`); needs
-        ``kernel="rbf"`` and ``method="evidence"``. ``gamma`` is the start.
-    scale_schedule : {"refine", "grow"}
-        How the scale learning starts: from the converged fixed-width fit
-        (``"refine"``) or from the bias alone (``"grow"``).
 
     Attributes
     ----------
@@ -164,16 +171,17 @@ class RVR(RegressorMixin, _RVMBase):
 
     Notes
     -----
-    ===========================  ==================================
+    ===========================  ==========================================
     Tipping (2001)               rvm_ppl
-    ===========================  ==================================
+    ===========================  ==========================================
     Phi (N x M design matrix)    design matrix, ``basis`` dimension
     alpha_i (weight precision)   ``alpha_``, PyMC ``alpha``
     beta = sigma^-2              ``beta_``, PyMC ``beta``
     mu, Sigma                    ``coef_``, ``sigma_``
     gamma_i = 1 - alpha_i S_ii   relevance rule of vb/advi/nuts
-    a, b, c, d                   ``priors``
-    ===========================  ==================================
+    a, b (Gamma on alpha_i)      ``alpha_shape``, ``alpha_rate``
+    c, d (Gamma on beta)         ``beta_shape``, ``beta_rate``
+    ===========================  ==========================================
 
     References
     ----------
@@ -197,52 +205,66 @@ class RVR(RegressorMixin, _RVMBase):
 
     _parameter_constraints: dict = {
         **_RVMBase._parameter_constraints,
-        "noise_std": [Interval(Real, 0, None, closed="neither"), None],
-        "fit_noise": ["boolean"],
         "extra_basis": [callable, None],
         "learn_scales": ["boolean"],
         "scale_schedule": [StrOptions(set(SCHEDULES))],
+        "beta_shape": [Interval(Real, 0, None, closed="left"), None],
+        "beta_rate": [Interval(Real, 0, None, closed="left"), None],
+        "noise_std": [Interval(Real, 0, None, closed="neither"), None],
+        "fit_noise": ["boolean"],
+        "solver": [StrOptions({"fast", "full"})],
     }
 
     def __init__(
         self,
         kernel="rbf",
         *,
+        # the basis
         gamma="scale",
         degree=3,
         coef0=1.0,
-        method="evidence",
         fit_intercept=True,
+        extra_basis=None,
+        learn_scales=False,
+        scale_schedule="refine",
+        # the model
+        alpha_shape=None,
+        alpha_rate=None,
+        beta_shape=None,
+        beta_rate=None,
         noise_std=None,
         fit_noise=True,
-        priors=None,
+        # the method
+        method="evidence",
         max_iter=None,
         tol=None,
         alignment_test=True,
         solver="fast",
+        # PyMC's sampler
         draws=1000,
         tune=1000,
         chains=4,
-        random_state=None,
         sample_kwargs=None,
+        # the process
+        random_state=None,
         blas_threads=1,
         progressbar=True,
-        extra_basis=None,
-        learn_scales=False,
-        scale_schedule="refine",
     ):
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
         self.coef0 = coef0
-        self.method = method
         self.fit_intercept = fit_intercept
         self.extra_basis = extra_basis
         self.learn_scales = learn_scales
         self.scale_schedule = scale_schedule
+        self.alpha_shape = alpha_shape
+        self.alpha_rate = alpha_rate
+        self.beta_shape = beta_shape
+        self.beta_rate = beta_rate
         self.noise_std = noise_std
         self.fit_noise = fit_noise
-        self.priors = priors
+        self.method = method
         self.max_iter = max_iter
         self.tol = tol
         self.alignment_test = alignment_test
@@ -250,8 +272,8 @@ class RVR(RegressorMixin, _RVMBase):
         self.draws = draws
         self.tune = tune
         self.chains = chains
-        self.random_state = random_state
         self.sample_kwargs = sample_kwargs
+        self.random_state = random_state
         self.blas_threads = blas_threads
         self.progressbar = progressbar
 
@@ -264,7 +286,10 @@ class RVR(RegressorMixin, _RVMBase):
         X : array-like of shape (n_samples, n_features)
         y : array-like of shape (n_samples,)
         method : {"evidence", "vb", "advi", "nuts"}, optional
-            Overrides the constructor's ``method``.
+            Fit by this method instead of ``self.method``. After the fit
+            ``self.method`` is the method used, so that ``get_params()`` and
+            ``clone(self).fit(X, y)`` reproduce the fit; a fit that fails
+            leaves the estimator as it was.
 
         Returns
         -------
@@ -281,14 +306,15 @@ class RVR(RegressorMixin, _RVMBase):
         fast = method == "evidence" and self.solver == "fast"
         # Up to COMPILED_DENSE_MAX_N the compiled engine on the exact dense
         # matrix is fastest; above it a low-rank factor, where one exists.
-        compiled = fast and self.priors is None and X.shape[0] <= COMPILED_DENSE_MAX_N
+        priors = self._priors()
+        compiled = fast and priors is None and X.shape[0] <= COMPILED_DENSE_MAX_N
         basis, labels, n_extra = self._training_basis(
             X, kernel, lazy_ok=method == "vb" or (fast and not compiled))
         beta = None if self.noise_std is None else 1.0 / self.noise_std**2
         if self.learn_scales:
             eta0 = np.broadcast_to(np.asarray(kernel.gamma, dtype=float), (X.shape[1],)).copy()
             result, eta, history = fit_evidence_scales(
-                X, y, labels=labels, priors=self.priors,
+                X, y, labels=labels, priors=priors,
                 max_iter=self.max_iter or DEFAULT_MAX_ITER["evidence"],
                 tol=self.tol or DEFAULT_TOL["evidence"], alignment_test=self.alignment_test,
                 beta=beta, eta0=eta0, bias=self.fit_intercept, extra_basis=self.extra_basis,

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import replace
+from types import MappingProxyType
 
 import numpy as np
 
@@ -51,8 +52,9 @@ from rvm_ppl.core.priors import resolve_priors, scale_priors, target_scale
 # None: evidence, change in log alpha (Tipping & Faul 2003); vb, relative
 # change of the bound; advi, change of the windowed median loss in nats per
 # observation (rvm_ppl.pymc_fitters).
-DEFAULT_MAX_ITER = {"evidence": 10_000, "vb": 5_000, "advi": 50_000}
-DEFAULT_TOL = {"evidence": 1e-3, "vb": 1e-7, "advi": 1e-2}
+# Read-only, as every module-level table of the package.
+DEFAULT_MAX_ITER = MappingProxyType({"evidence": 10_000, "vb": 5_000, "advi": 50_000})
+DEFAULT_TOL = MappingProxyType({"evidence": 1e-3, "vb": 1e-7, "advi": 1e-2})
 
 
 def dense_phi(basis, method):
@@ -136,7 +138,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     else:
         if priors is not None:
             raise ValueError("solver='full' maximises the plain evidence; use solver='fast' "
-                             "with priors.")
+                             "with hyperpriors.")
         res = fit_evidence_full(dense_phi(basis, "solver='full'"), t, beta=beta,
                                 fixed_beta=not fit_beta, max_iter=max_iter, tol=tol)
     return _evidence_result(res, labels, likelihood, scale, len(y))
@@ -273,20 +275,20 @@ def _sampling_model(basis, y, labels, likelihood, priors, model_kw=None):
                        basis=list(labels), priors=p, **(model_kw or {}))
 
 
-def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, random_state,
+def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, random_seed,
              sample_kwargs, model_kw=None):
     """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.pymc_fitters.advi.fit_advi`).
 
-    The categorical likelihood gives one result per class.
+    ``max_iter`` is PyMC's ``n``. The categorical likelihood gives one result per class.
     """
     from rvm_ppl.pymc_fitters import advi
 
     model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
-    return advi.advi_result(model, n_iter=max_iter, tol=tol, draws=draws,
-                                random_state=random_state, **(sample_kwargs or {}))
+    return advi.advi_result(model, n=max_iter, tol=tol, draws=draws, random_seed=random_seed,
+                            **(sample_kwargs or {}))
 
 
-def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, random_state,
+def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, random_seed,
              sample_kwargs, model_kw=None):
     """NUTS on the PyMC model (:func:`rvm_ppl.pymc_fitters.nuts.fit_nuts`).
 
@@ -296,10 +298,12 @@ def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, rando
 
     model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
     return nuts.nuts_result(model, draws=draws, tune=tune, chains=chains,
-                                random_state=random_state, **(sample_kwargs or {}))
+                            random_seed=random_seed, **(sample_kwargs or {}))
 
 
-FIT_METHODS = {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
+FIT_METHODS = MappingProxyType(
+    {"evidence": fit_evidence, "vb": fit_vb, "advi": fit_advi, "nuts": fit_nuts}
+)
 
 
 def fit(method, basis, y, *, blas_threads=1, **kwargs):

@@ -164,14 +164,14 @@ def sbc(Phi, priors, *, n_sims=200, methods=METHODS, bases=(0, 1, 2), n_ranks=99
                 div = np.nan
                 if method == "nuts":
                     r = nuts_result(model, draws=draws, tune=tune, chains=chains,
-                                    nuts_sampler=nuts_sampler, random_state=seed)
+                                    nuts_sampler=nuts_sampler, random_seed=seed)
                     post = np.column_stack([np.log(r.draws["beta"]).ravel(),
                                             np.log(r.draws["alpha"]).reshape(-1, M)[:, bases]])
                     keep = np.linspace(0, post.shape[0] - 1, n_ranks).round().astype(int)
                     value = (post[keep] < truth).sum(axis=0).astype(float)
                     div = r.stats.get("n_divergences", np.nan)
                 elif method == "advi":
-                    r = advi_result(model, n_iter=20_000, tol=1e-2, draws=10, random_state=seed)
+                    r = advi_result(model, n=20_000, tol=1e-2, draws=10, random_seed=seed)
                     f = {k: np.asarray(v) for k, (_, v) in r.fit.items()}
                     mean = np.concatenate([[f["q_mean_log_beta"]], f["q_mean_log_alpha"][bases]])
                     sd = np.concatenate([[f["q_sd_log_beta"]], f["q_sd_log_alpha"][bases]])

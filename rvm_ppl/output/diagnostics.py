@@ -667,7 +667,13 @@ def _q_advi_weights(fit, rng, S, keep, priors):
 
 def _khat_inputs(fit, Phi, y, priors):
     """Return the InferenceData, design matrix, targets and hyperpriors of a fit."""
-    from rvm_ppl.core.priors import model_priors, resolve_priors, scale_priors, target_scale
+    from rvm_ppl.core.priors import (
+        model_priors,
+        priors_from_params,
+        resolve_priors,
+        scale_priors,
+        target_scale,
+    )
 
     idata = getattr(fit, "idata_", fit)
     if not hasattr(idata, "attrs") or "inference_method" not in idata.attrs:
@@ -687,12 +693,13 @@ def _khat_inputs(fit, Phi, y, priors):
         if y is None:
             y = fit.y_fit_ if likelihood == "gaussian" else (fit.y_codes_ == 1).astype(float)
         if priors is None:
+            given = priors_from_params(fit.get_params(deep=False))  # alpha_shape, ...
             if likelihood == "gaussian":
-                priors = scale_priors(fit.priors, target_scale(y))
+                priors = scale_priors(given, target_scale(y))
             elif idata.attrs["inference_method"] == "vb":
-                priors = resolve_priors(fit.priors)  # vb's hyperprior: the package default
+                priors = resolve_priors(given)  # vb's hyperprior: the package default
             else:
-                priors = model_priors(fit.priors, "bernoulli")  # the PyMC model's
+                priors = model_priors(given, "bernoulli")  # the PyMC model's
     elif Phi is None or y is None or priors is None:
         raise ValueError("With an InferenceData, give Phi (all candidate columns), y and the "
                          "priors the fit used (for regression in the units of y: "

@@ -5,7 +5,7 @@ Adam with step :data:`ADVI_LEARNING_RATE` = 0.01 (PyMC's default optimiser,
 :func:`fit_advi` stops when the median loss (-ELBO) over the last
 ``window`` = :data:`ADVI_WINDOW` iterations has moved by less than ``tol`` =
 :data:`ADVI_TOL` nats per observation from the window before, ``patience`` = 2
-windows in a row; otherwise it stops after ``n_iter`` iterations with a
+windows in a row; otherwise it stops after ``n`` iterations with a
 ``ConvergenceWarning``. The median ignores the rare huge losses of draws near
 the hyperprior's cut-off. The runs behind these defaults are in the
 documentation's Defaults and why page, section "NUTS and ADVI on the PyMC
@@ -17,6 +17,7 @@ import contextlib
 import logging
 import time
 import warnings
+from types import MappingProxyType
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
@@ -41,7 +42,8 @@ _log = logging.getLogger("rvm_ppl")
 ADVI_METHODS = ("advi", "fullrank_advi")
 
 
-ADVI_COMPILE_MODE = {"gaussian": "FAST_COMPILE"}  # by likelihood; COMPILE_MODE otherwise
+# By likelihood; COMPILE_MODE otherwise.
+ADVI_COMPILE_MODE = MappingProxyType({"gaussian": "FAST_COMPILE"})
 
 
 ADVI_WINDOW = 1000
@@ -163,10 +165,10 @@ def _variational_parameters(approx, model):
 def advi_result(
     model,
     *,
-    n_iter,
+    n,
     tol,
     draws,
-    random_state,
+    random_seed,
     method="advi",
     learning_rate=ADVI_LEARNING_RATE,
     window=ADVI_WINDOW,
@@ -189,11 +191,11 @@ def advi_result(
     if compile_mode is None:
         compile_mode = ADVI_COMPILE_MODE.get(spec.likelihood, COMPILE_MODE)
     N = _data(model, "Phi").shape[0]
-    rng, seed = _seeds(random_state)
+    rng, seed = _seeds(random_seed)
     stop = _MedianLossConvergence(window, tol * N, patience)
-    bar = _AdviProgress(progressbar, n_iter, window)
+    bar = _AdviProgress(progressbar, n, window)
     kwargs = dict(
-        n=n_iter, method=method, random_seed=seed, progressbar=False,
+        n=n, method=method, random_seed=seed, progressbar=False,
         obj_optimizer=pm.adam(learning_rate=learning_rate), callbacks=[bar, stop],
     )
     kwargs.update(fit_kwargs)
@@ -247,23 +249,29 @@ def advi_result(
         return _result("advi", model, spec, trace.posterior, rng, stats=stats, fit=fit)
 
 
-def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_state=None,
+def fit_advi(model=None, *, n=ADVI_MAX_ITER, draws=DRAWS, tol=ADVI_TOL, random_seed=None,
              **kwargs):
     """Fit the RVM by automatic differentiation variational inference.
 
+    Called as :func:`pymc.fit` is: ``fit_advi(model, n=...)``, or
+    ``fit_advi(n=...)`` inside ``with model:``.
+
     Parameters
     ----------
-    model : pymc.Model
-        As for :func:`fit_nuts`.
+    model : pymc.Model, optional
+        As for :func:`rvm_ppl.pymc_fitters.nuts.fit_nuts`; default the model
+        of the ``with`` context (:func:`pymc.modelcontext`).
+    n : int
+        Iteration cap (PyMC's name).
     draws : int
         Draws from the fitted approximation (one chain).
-    n_iter : int
-        Iteration cap.
     tol : float
         Stop when the median loss over ``window`` iterations has changed by
         less than ``tol * N`` nats (``tol`` per observation) ``patience``
         windows in a row.
-    random_state : int, Generator or None
+    random_seed : int, sequence of int, numpy Generator or None
+        Seeds PyMC and every numpy draw (PyMC's name; the estimators'
+        ``random_state`` becomes it).
     method : {"advi", "fullrank_advi"}
         Mean-field or full-rank Gaussian in the unconstrained space. For
         regression the mean-field fits of the centred and non-centred forms
@@ -297,8 +305,15 @@ def fit_advi(model, *, draws=DRAWS, n_iter=ADVI_MAX_ITER, tol=ADVI_TOL, random_s
     Warns
     -----
     sklearn.exceptions.ConvergenceWarning
-        When ``n_iter`` iterations pass without convergence.
+        When ``n`` iterations pass without convergence.
     """
-    result = advi_result(model, n_iter=n_iter, tol=tol, draws=draws,
-                         random_state=random_state, **kwargs)
-    return _model_idata(model, result, random_state)
+    import pymc as pm
+
+    renamed = {"n_iter": "n", "random_state": "random_seed"}
+    old = sorted(set(kwargs) & set(renamed))
+    if old:
+        raise TypeError(f"fit_advi takes PyMC's names: {', '.join(renamed[k] for k in old)}, "
+                        f"not {', '.join(old)} (renamed before 1.0; see docs/changelog.md).")
+    model = pm.modelcontext(model)
+    result = advi_result(model, n=n, tol=tol, draws=draws, random_seed=random_seed, **kwargs)
+    return _model_idata(model, result, random_seed)

@@ -21,6 +21,7 @@ import importlib.util
 import os
 import time
 import warnings
+from types import MappingProxyType
 
 import numpy as np
 
@@ -50,7 +51,7 @@ NUTS_SAMPLER = "nutpie"
 
 
 # Mass matrix from the draws' variances only (see "Defaults and why").
-NUTPIE_KWARGS = {"use_grad_based_mass_matrix": False}
+NUTPIE_KWARGS = MappingProxyType({"use_grad_based_mass_matrix": False})
 
 
 TARGET_ACCEPT = 0.8
@@ -63,12 +64,12 @@ ESS_MIN_PER_CHAIN = 100
 
 
 # What a missing sampler needs (pm.sample's nuts_sampler -> modules).
-_SAMPLER_MODULES = {
+_SAMPLER_MODULES = MappingProxyType({
     "pymc": (),
     "nutpie": ("nutpie",),
     "numpyro": ("numpyro", "jax"),
     "blackjax": ("blackjax", "jax"),
-}
+})
 
 
 class SamplingWarning(UserWarning):
@@ -168,7 +169,7 @@ def nuts_result(
     draws,
     tune,
     chains,
-    random_state,
+    random_seed,
     cores=None,
     target_accept=TARGET_ACCEPT,
     nuts_sampler=NUTS_SAMPLER,
@@ -185,7 +186,7 @@ def nuts_result(
 
     spec = _check_model(model)
     _check_sampler(nuts_sampler)
-    rng, seed = _seeds(random_state)
+    rng, seed = _seeds(random_seed)
     if cores is None:
         # PyMC assumes half the CPUs are hyper-threads; count them all.
         cores = min(chains, _available_cpus())
@@ -234,21 +235,26 @@ def nuts_result(
     return _replace(result, stats=stats)
 
 
-def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None, **kwargs):
+def fit_nuts(model=None, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_seed=None, **kwargs):
     """Sample the RVM posterior with NUTS.
+
+    Called as :func:`pymc.sample` is: ``fit_nuts(model)``, or ``fit_nuts()``
+    inside ``with model:``.
 
     Parameters
     ----------
-    model : pymc.Model
+    model : pymc.Model, optional
         A model of :func:`rvm_ppl.build_model`, possibly changed (another
         hyperprior, another likelihood in the centred form), that keeps the
         names ``w`` (dims ``basis``), ``alpha``, ``beta``, ``y``, ``Phi`` and
-        ``y_obs``.
+        ``y_obs``. Default: the model of the ``with`` context
+        (:func:`pymc.modelcontext`).
     draws, tune, chains : int
         Four chains by default, as r-hat <= 1.01 presumes (Vehtari et al.
         2021).
-    random_state : int, Generator or None
-        Seeds PyMC and every numpy draw.
+    random_seed : int, sequence of int, numpy Generator or None
+        Seeds PyMC and every numpy draw (PyMC's name; the estimators'
+        ``random_state`` becomes it).
     cores : int, optional
         Chains run in parallel (processes for PyMC, threads for nutpie);
         default ``min(chains, available CPUs)``.
@@ -288,6 +294,12 @@ def fit_nuts(model, *, draws=DRAWS, tune=TUNE, chains=CHAINS, random_state=None,
     SamplingWarning
         When the diagnostics fail the thresholds of this module.
     """
+    import pymc as pm
+
+    if "random_state" in kwargs:
+        raise TypeError("fit_nuts takes PyMC's random_seed, not random_state (renamed before "
+                        "1.0; see docs/changelog.md).")
+    model = pm.modelcontext(model)
     result = nuts_result(model, draws=draws, tune=tune, chains=chains,
-                         random_state=random_state, **kwargs)
-    return _model_idata(model, result, random_state)
+                         random_seed=random_seed, **kwargs)
+    return _model_idata(model, result, random_seed)
