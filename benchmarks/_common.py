@@ -61,8 +61,19 @@ def print_table(header, rows, title=None):
 # that the published tables can be made from those files without a re-run.
 
 RESULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
-VERSION_PACKAGES = ("numpy", "scipy", "scikit-learn", "pymc", "pytensor", "arviz", "nutpie", "numba",
-                    "rvm_ppl", "fastrvm", "sklearn-rvm")
+VERSION_PACKAGES = (
+    "numpy",
+    "scipy",
+    "scikit-learn",
+    "pymc",
+    "pytensor",
+    "arviz",
+    "nutpie",
+    "numba",
+    "rvm_ppl",
+    "fastrvm",
+    "sklearn-rvm",
+)
 
 _recorder = None
 
@@ -74,7 +85,7 @@ def results_name(script, part=None):
     "default" add nothing.
     """
     stem = os.path.splitext(os.path.basename(script))[0]
-    stem = stem[len("bench_"):] if stem.startswith("bench_") else stem
+    stem = stem[len("bench_") :] if stem.startswith("bench_") else stem
     if isinstance(part, (list, tuple)):
         part = "+".join(map(str, part))
     return stem if part in (None, "", "all", "default") else f"{stem}-{part}"
@@ -83,10 +94,19 @@ def results_name(script, part=None):
 def add_results_argument(parser):
     """Add ``--out PATH`` (where the result file goes; default benchmarks/results/<name>.json)
     and ``--note TEXT`` (repeatable: notes for the file)."""
-    parser.add_argument("--out", default=None, metavar="PATH",
-                        help="JSON result file (default: benchmarks/results/<script>[-<part>].json)")
-    parser.add_argument("--note", action="append", default=[], metavar="TEXT",
-                        help="a note for the result file's notes (repeatable)")
+    parser.add_argument(
+        "--out",
+        default=None,
+        metavar="PATH",
+        help="JSON result file (default: benchmarks/results/<script>[-<part>].json)",
+    )
+    parser.add_argument(
+        "--note",
+        action="append",
+        default=[],
+        metavar="TEXT",
+        help="a note for the result file's notes (repeatable)",
+    )
     return parser
 
 
@@ -133,13 +153,17 @@ def machine_info():
         load = [round(x, 2) for x in os.getloadavg()]
     except OSError:
         load = None
-    return {"platform": platform.platform(), "cpu": _cpu_model(), "cpu_count": os.cpu_count(),
-            "load_average_1_5_15_min": load,
-            "blas_threads": {k: os.environ.get(k) for k in THREAD_VARIABLES}}
+    return {
+        "platform": platform.platform(),
+        "cpu": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "load_average_1_5_15_min": load,
+        "blas_threads": {k: os.environ.get(k) for k in THREAD_VARIABLES},
+    }
 
 
 def package_versions():
-    """Python's version and those of VERSION_PACKAGES that are installed; where rvm_ppl is imported from."""
+    """Python's version, those of the installed VERSION_PACKAGES, and rvm_ppl's folder."""
     import importlib.metadata
     import importlib.util
 
@@ -163,8 +187,11 @@ def git_info(path=None):
 
     if path is None:
         spec = importlib.util.find_spec("rvm_ppl")
-        path = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin))) if spec and spec.origin \
+        path = (
+            os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+            if spec and spec.origin
             else os.path.dirname(os.path.abspath(__file__))
+        )
 
     def git(*args):
         out = subprocess.run(["git", "-C", path, *args], capture_output=True, text=True, timeout=30)
@@ -173,9 +200,15 @@ def git_info(path=None):
         return out.stdout
 
     try:
-        changed = [ln[3:] for ln in git("status", "--porcelain", "--untracked-files=no").splitlines()]
-        return {"commit": git("rev-parse", "HEAD").strip(), "dirty": bool(changed),
-                "package_dirty": any(c.startswith("rvm_ppl/") for c in changed), "changed": changed[:20]}
+        changed = [
+            ln[3:] for ln in git("status", "--porcelain", "--untracked-files=no").splitlines()
+        ]
+        return {
+            "commit": git("rev-parse", "HEAD").strip(),
+            "dirty": bool(changed),
+            "package_dirty": any(c.startswith("rvm_ppl/") for c in changed),
+            "changed": changed[:20],
+        }
     except (OSError, subprocess.SubprocessError) as exc:
         return {"commit": None, "error": str(exc)[:200]}
 
@@ -204,7 +237,7 @@ class ResultsRecorder:
         self.data = {}
         self.title = None
         self._start = time.perf_counter()
-        self.date = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        self.date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         self.machine = machine_info()
 
     def heading(self, title):
@@ -215,7 +248,9 @@ class ResultsRecorder:
         """Record one table: its title, header and rows as plain JSON values."""
         header = [str(h) for h in header]
         rows = [_plain(list(r)) for r in rows]
-        self.tables.append({"title": self.title if title is None else title, "header": header, "rows": rows})
+        self.tables.append(
+            {"title": self.title if title is None else title, "header": header, "rows": rows}
+        )
 
     def note(self, text):
         """Add a note to the file."""
@@ -225,14 +260,23 @@ class ResultsRecorder:
         """The file's content as a dict."""
         import time
 
-        return _plain({
-            "name": self.name, "date": self.date, "machine": self.machine, "versions": package_versions(),
-            "git": git_info(), "argv": self.argv, "seconds": round(time.perf_counter() - self._start, 1),
-            "notes": self.notes, "tables": self.tables, **({"data": self.data} if self.data else {}),
-        })
+        return _plain(
+            {
+                "name": self.name,
+                "date": self.date,
+                "machine": self.machine,
+                "versions": package_versions(),
+                "git": git_info(),
+                "argv": self.argv,
+                "seconds": round(time.perf_counter() - self._start, 1),
+                "notes": self.notes,
+                "tables": self.tables,
+                **({"data": self.data} if self.data else {}),
+            }
+        )
 
     def write(self, path=None):
-        """Write the JSON file to ``path`` (default ``RESULTS_DIR/<name>.json``); return its path."""
+        """Write the file to ``path`` (default ``RESULTS_DIR/<name>.json``); return its path."""
         path = path or os.path.join(RESULTS_DIR, f"{self.name}.json")
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         tmp = f"{path}.tmp{os.getpid()}"
@@ -257,8 +301,7 @@ def current_recorder():
 
 
 def heading(text, before="", after="\n"):
-    """Print ``## text`` (with ``before`` and ``after``, as ``print(before + "## " + text + after)``)
-    and make ``text`` the title of the tables recorded next."""
+    """Print ``before + "## " + text + after`` and make ``text`` the next tables' title."""
     print(f"{before}## {text}{after}", flush=True)
     if _recorder is not None:
         _recorder.heading(text)
@@ -276,14 +319,17 @@ def record_table(title, header, rows):
 def record_markdown(title, text):
     """Record the markdown table(s) in ``text`` (lines ``| a | b |``), e.g. as a
     library function returns them; the first line is the header."""
-    rows = [[c.strip() for c in ln.strip()[1:-1].split("|")] for ln in text.splitlines()
-            if ln.strip().startswith("|") and not set(ln.strip()) <= set("|-: ")]
+    rows = [
+        [c.strip() for c in ln.strip()[1:-1].split("|")]
+        for ln in text.splitlines()
+        if ln.strip().startswith("|") and not set(ln.strip()) <= set("|-: ")
+    ]
     if rows:
         record_table(title, rows[0], rows[1:])
 
 
 def record_data(key, value):
-    """Store ``value`` (plain JSON after conversion) under ``data[key]`` of the current result file."""
+    """Store ``value`` (as plain JSON) under ``data[key]`` of the current result file."""
     if _recorder is not None:
         _recorder.data[key] = value
 
@@ -295,5 +341,39 @@ def record_note(text):
 
 
 def write_results(path=None):
-    """Write the current result file (see :meth:`ResultsRecorder.write`); None without a recorder."""
+    """Write the current result file (:meth:`ResultsRecorder.write`); None without a recorder."""
     return None if _recorder is None else _recorder.write(path)
+
+
+class StreamedTable:
+    """A markdown table printed row by row, as a long run produces them, and recorded whole.
+
+    Prints the header and separator at once, each :meth:`row` (cells) or :meth:`line`
+    (an already formatted ``| a | b |`` line) as it comes, and records the table when
+    :meth:`close` is called or the ``with`` block ends.
+    """
+
+    def __init__(self, header, title=None):
+        self.header, self.title, self.rows = [str(h) for h in header], title, []
+        print("| " + " | ".join(self.header) + " |")
+        print("|" + "---|" * len(self.header), flush=True)
+
+    def row(self, *cells):
+        """Print and keep one row of cells."""
+        self.rows.append(list(cells))
+        print("| " + " | ".join(str(c) for c in cells) + " |", flush=True)
+
+    def line(self, text):
+        """Print a formatted ``| a | b |`` line and keep its cells."""
+        print(text, flush=True)
+        self.rows.append([c.strip() for c in text.strip()[1:-1].split("|")])
+
+    def close(self):
+        """Record the table (see :func:`record_table`)."""
+        record_table(self.title, self.header, self.rows)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

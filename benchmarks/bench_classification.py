@@ -115,6 +115,11 @@ def _peers():
     return names
 
 
+def _selected_peers(args):
+    """The installed peers that ``--peers`` names (all installed ones without it)."""
+    return [p for p in _peers() if args.peers is None or p in args.peers]
+
+
 def _groups_meeting(err, size=10):
     """How many disjoint runs of ``size`` consecutive subsets have a mean error meeting the target.
 
@@ -131,7 +136,7 @@ def _groups_meeting(err, size=10):
 def part_ripley(args):
     subsets, Xt, yt = _ripley_subsets(args.subsets)
     rows = []
-    for name in ["evidence", "vb", *_peers()]:
+    for name in ["evidence", "vb", *_selected_peers(args)]:
         err, ll, nrv, sec = [], [], [], []
         for X, y in subsets:
             proba, k, s, _ = _fit(name, X, y, 4.0)
@@ -157,14 +162,14 @@ def part_pima(args):
     rows = []
     for gamma in args.gammas:
         cells = [gamma]
-        for name in ["evidence", "vb", *_peers()]:
+        for name in ["evidence", "vb", *_selected_peers(args)]:
             proba, k, _, _ = _fit(name, X, y, gamma)
             e, l = _scores(proba(Xt), yt)
             cells.append(f"{round(e * len(yt))} / {k} / {l:.3f}")
         rows.append(cells)
     heading("Pima: 200 training, 332 test cases, standardised inputs "
             "(paper: 65 errors with 4 relevance vectors)")
-    print_table(["gamma", *[f"{n}: errors / RVs / log loss" for n in ["evidence", "vb", *_peers()]]],
+    print_table(["gamma", *[f"{n}: errors / RVs / log loss" for n in ["evidence", "vb", *_selected_peers(args)]]],
            rows)
 
 
@@ -274,7 +279,7 @@ def part_scale(args):
             "(RBF r = 0.5, one BLAS thread; Bayes error 9.0%)")
     rows = []
     for n in args.sizes:
-        peers = [p for p in _peers() if p != "fastrvm+bias" and (args.peers is None or p in args.peers)]
+        peers = [p for p in _selected_peers(args) if p != "fastrvm+bias"]
         for name in ["evidence", "evidence-lowrank", *peers]:
             if name == "sklearn-rvm" and n > 2000:
                 rows.append((n, name, "skipped (dense N x N EM)", "", "", "", ""))
@@ -308,7 +313,9 @@ def main():
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 5000, 10000, 20000])
     p.add_argument("--timeout", type=int, default=900, help="seconds per scale configuration")
     p.add_argument("--fastrvm-max", type=int, default=10**9, help="largest N given to fastrvm (scale part)")
-    p.add_argument("--peers", nargs="+", default=None, help="peers in the scale part (default: all installed)")
+    p.add_argument("--peers", nargs="*", default=None,
+                   help="peers in the ripley, pima and scale parts: fastrvm, fastrvm+bias, sklearn-rvm "
+                        "(default: all installed)")
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     add_results_argument(p)
     args = p.parse_args()
