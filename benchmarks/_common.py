@@ -238,7 +238,8 @@ class ResultsRecorder:
         self.title = None
         self._start = time.perf_counter()
         self.date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-        self.machine = machine_info()
+        # The checkout and packages as the run starts: edits during a long run are not its.
+        self.machine, self.versions, self.git = machine_info(), package_versions(), git_info()
 
     def heading(self, title):
         """Set the title of the tables recorded from now on."""
@@ -265,8 +266,8 @@ class ResultsRecorder:
                 "name": self.name,
                 "date": self.date,
                 "machine": self.machine,
-                "versions": package_versions(),
-                "git": git_info(),
+                "versions": self.versions,
+                "git": self.git,
                 "argv": self.argv,
                 "seconds": round(time.perf_counter() - self._start, 1),
                 "notes": self.notes,

@@ -119,3 +119,15 @@ def test_without_a_recorder_nothing_is_written(common, capsys):
     common.print_table(["a"], [[1]])
     assert common.write_results() is None
     assert capsys.readouterr().out == "| a |\n|---|\n| 1 |\n\n"
+
+
+def test_provenance_is_taken_as_the_run_starts(common, tmp_path, monkeypatch):
+    # A long run's checkout may be edited before it writes its file: the file
+    # names the commit and versions it started from.
+    rec = common.results_recorder("demo", argv=["x"])
+    started = rec.git
+    monkeypatch.setattr(common, "git_info", lambda path=None: {"commit": "edited later"})
+    monkeypatch.setattr(common, "package_versions", lambda: {"numpy": "edited later"})
+    result = json.loads(Path(common.write_results(str(tmp_path / "r.json"))).read_text())
+    assert result["git"] == started and result["git"]["commit"] != "edited later"
+    assert result["versions"]["numpy"] == np.__version__
