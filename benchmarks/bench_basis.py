@@ -55,6 +55,8 @@ import time
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from _common import (StreamedTable, add_results_argument, heading, record_data, record_note,  # noqa: E402
+                     results_name, results_recorder, write_results)
 
 from rvm_ppl.closed_form.evidence import fit_evidence_regression  # noqa: E402
 from rvm_ppl.closed_form.scales import (  # noqa: E402
@@ -96,10 +98,10 @@ def part_sinc2d(reps):
         "eta-RVM + 5 extra bases, schedule refine": lambda X, y: _eta(X, y, 1 / 9, quadratic, "refine"),
         "eta-RVM + 5 extra bases, schedule grow": lambda X, y: _eta(X, y, 1 / 9, quadratic, "grow"),
     }
-    print(f"\n## A. Tipping (2001) §4.3: sinc(x1) + 0.1 x2, N = 100, noise sd 0.1, {reps} data sets\n")
-    print("| model | RMS error | MSE | basis functions | w_x2 | extra bases kept (x1, x2, x1^2, x2^2, x1x2) "
-          "| eta1 x 1e4 | eta2 x 1e4 | noise sd | log evidence | rounds | s/fit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    heading(f"A. Tipping (2001) §4.3: sinc(x1) + 0.1 x2, N = 100, noise sd 0.1, {reps} data sets", before="\n")
+    table = StreamedTable(["model", "RMS error", "MSE", "basis functions", "w_x2",
+                           "extra bases kept (x1, x2, x1^2, x2^2, x1x2)", "eta1 x 1e4", "eta2 x 1e4", "noise sd",
+                           "log evidence", "rounds", "s/fit"])
     for name, fit in models.items():
         rms, n, wx2, kept, etas, sd, le, secs, rounds = [], [], [], np.zeros(5), [], [], [], [], []
         has_extra = "extra" in name
@@ -124,16 +126,17 @@ def part_sinc2d(reps):
             rounds.append(r)
         etas = np.array(etas)
         rms = np.array(rms)
-        print(
+        table.line(
             f"| {name} | {rms.mean():.4f} (sd {rms.std():.4f}) | {np.mean(rms**2):.4f} | {np.mean(n):.1f} | "
             + (f"{np.mean(wx2):.3f} (sd {np.std(wx2):.3f})" if has_extra else "-") + " | "
             + (", ".join(f"{k:.0f}/{reps}" for k in kept) if has_extra else "-") + " | "
             f"{np.median(etas[:, 0]) * 1e4:.0f} | {np.median(etas[:, 1]) * 1e4:.3g} | {np.mean(sd):.4f} | "
             f"{np.mean(le):.1f} | {np.mean(rounds):.0f} | {np.mean(secs):.2f} |"
         )
-    print("| paper (Tipping 2001, Tables 1-2): eta-RVM + extra bases | 0.0053 | - | 8 | 0.102 | "
-          "x2 only | 997 | 2 | 0.101 | - | - | - |")
-    print("| paper: SVM, r = 3 | 0.0194 | - | 75 | - | - | - | - | - | - | - | - |")
+    table.line("| paper (Tipping 2001, Tables 1-2): eta-RVM + extra bases | 0.0053 | - | 8 | 0.102 | "
+               "x2 only | 997 | 2 | 0.101 | - | - | - |")
+    table.line("| paper: SVM, r = 3 | 0.0194 | - | 75 | - | - | - | - | - | - | - | - |")
+    table.close()
     print("\nEtas are medians over the data sets; the other columns are means.")
 
 
@@ -208,14 +211,15 @@ def part_friedman(reps):
         P = extended_design_columns(Xt, res.active, centres=X, kernel=RBF(eta), n_extra=0)
         rows[from_gp].append((np.mean((P @ res.mu - ft) ** 2), res.active.size - (0 in res.active),
                               res.log_evidence, sec + sec_gp, r, res.beta**-0.5, eta))
-    print(f"\n## B. Friedman #1, N = 240, d = 10 (inputs 6-10 irrelevant), {reps} repetitions\n")
+    heading(f"B. Friedman #1, N = 240, d = 10 (inputs 6-10 irrelevant), {reps} repetitions", before="\n")
     print(f"CV-chosen gamma per repetition: {gammas} (grid {grid}); CV took {np.mean(cv_secs):.1f} s per repetition.\n")
-    print("| model | test MSE | vectors | noise sd | log evidence | rounds | s/fit | mean eta, inputs 1-5 | mean eta, inputs 6-10 |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    record_data("friedman_cv_gammas", gammas)
+    table = StreamedTable(["model", "test MSE", "vectors", "noise sd", "log evidence", "rounds", "s/fit",
+                           "mean eta, inputs 1-5", "mean eta, inputs 6-10"])
     for name, r in rows.items():
         mse = np.array([x[0] for x in r])
         eta = np.array([x[6] for x in r])
-        print(
+        table.line(
             f"| {name} | {mse.mean():.2f} (sd {mse.std():.2f}; per rep {', '.join(f'{m:.2f}' for m in mse)}) | "
             f"{np.mean([x[1] for x in r]):.1f} | {np.mean([x[5] for x in r]):.3f} | "
             f"{_fmt(np.mean([x[2] for x in r]))} | {np.mean([x[4] for x in r]):.0f} | "
@@ -223,26 +227,33 @@ def part_friedman(reps):
             f"{' '.join(f'{v:.3g}' for v in eta[:, :5].mean(axis=0))} | "
             f"{' '.join(f'{v:.3g}' for v in eta[:, 5:].mean(axis=0))} |"
         )
-    print("| paper (Tipping 2001, §4.4.1): RVM / eta-RVM / SVM | 2.80 / 0.27 / 2.92 | 59.4 / 11.5 / 116.6 | - | - | - | - | - | - |")
+    table.line("| paper (Tipping 2001, §4.4.1): RVM / eta-RVM / SVM | 2.80 / 0.27 / 2.92 | 59.4 / 11.5 / 116.6 | - | - | - "
+               "| - | - | - |")
+    table.close()
     print("\nVectors exclude the bias. Noise sd, vectors, rounds and times are means over "
           "repetitions; the GP's time is its own fit, the GP-started eta-RVM's includes it.")
     refine = rows["eta-RVM, schedule refine"]
     gap = [g[2] - r[2] for g, r in zip(rows[from_gp], refine, strict=True)]
     print(f"Log evidence of the GP-started eta-RVM minus that of 'refine', per repetition: "
           f"{', '.join(f'{d:.1f}' for d in gap)}.")
+    record_data("friedman_log_evidence_gp_started_minus_refine", gap)
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--part", choices=["sinc2d", "friedman", "all"], default="all")
     p.add_argument("--reps", type=int, default=None, help="data sets (default 10 for A, 5 for B)")
+    add_results_argument(p)
     a = p.parse_args()
+    results_recorder(results_name(__file__, a.part), notes=a.note)
+    record_note("s/fit: wall-clock seconds on the machine named here, as loaded as its load average says.")
     t0 = time.perf_counter()
     if a.part in ("sinc2d", "all"):
         part_sinc2d(a.reps or 10)
     if a.part in ("friedman", "all"):
         part_friedman(a.reps or 5)
     print(f"\nTotal {time.perf_counter() - t0:.0f} s.")
+    write_results(a.out)
 
 
 if __name__ == "__main__":

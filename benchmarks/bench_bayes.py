@@ -34,7 +34,8 @@ import sys
 import time
 
 import numpy as np
-from _common import print_table
+from _common import (add_results_argument, print_table, record_note, results_name, results_recorder,
+                     write_results)
 
 
 def _data(n, seed):
@@ -290,11 +291,12 @@ def part_nuts(args):
                     f"{r['steps']:.0f}", f"{r['rms']:.4f}", f"{r['sigma']:.4f}",
                 ))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print(f"NUTS, package defaults with {args.chains} chains (marginal form, {args.chains} x (1000 tune + 1000 draws), "
-          "target_accept 0.8, NUMBA backend, 1 BLAS thread):\n")
+    title = (f"NUTS, package defaults with {args.chains} chains (marginal form, {args.chains} x (1000 tune + 1000 "
+             "draws), target_accept 0.8, NUMBA backend, 1 BLAS thread)")
+    print(f"{title}:\n")
     print_table(["N", "sampler", "seed", "busy", "wall s", "sampling s", "CPU s", "div.",
             "max r-hat", "min ESS log a", "ESS/s", "ESS/s wall", "steps/draw", "RMS", "noise sd"],
-           rows)
+           rows, title=title)
 
 
 def part_advi(args):
@@ -314,11 +316,12 @@ def part_advi(args):
                     f"{r['rms']:.4f}",
                 ))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print("ADVI (Adam 0.01, stop when the median loss over 1000 iterations moves by less "
-          "than 0.01 nats per observation twice in a row, at most 50000 iterations; "
-          "1000 draws):\n")
+    title = ("ADVI (Adam 0.01, stop when the median loss over 1000 iterations moves by less "
+             "than 0.01 nats per observation twice in a row, at most 50000 iterations; "
+             "1000 draws)")
+    print(f"{title}:\n")
     print_table(["N", "method", "form", "seed", "busy", "wall s", "iterations", "converged",
-            "final ELBO", "noise sd", "RMS"], rows)
+            "final ELBO", "noise sd", "RMS"], rows, title=title)
 
 
 def part_setup(args):
@@ -330,8 +333,9 @@ def part_setup(args):
             rows.append((n, form, mode, f"{r['load']:.1f}", f"{r['eval_ms']:.3f}",
                          f"{r['eval_cpu_ms']:.3f}", f"{r['compile_s']:.1f}"))
             print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print("One logp + gradient evaluation of the marginal model (warm compile cache):\n")
-    print_table(["N", "form", "backend", "busy", "ms / eval", "CPU ms / eval", "compile s"], rows)
+    title = "One logp + gradient evaluation of the marginal model (warm compile cache)"
+    print(f"{title}:\n")
+    print_table(["N", "form", "backend", "busy", "ms / eval", "CPU ms / eval", "compile s"], rows, title=title)
 
     rows = []
     settings = [
@@ -359,9 +363,10 @@ def part_setup(args):
                          f"{r['sampling_s']:.1f}", f"{r['cpu_s']:.0f}", r["div"],
                          f"{r['ess_s']:.0f}"))
             print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print(f"NUTS on N = {n} by thread setting, backend and cores (seed 0):\n")
+    title = f"NUTS on N = {n} by thread setting, backend and cores (seed 0)"
+    print(f"{title}:\n")
     print_table(["setting", "backend", "cores", "busy", "wall s", "sampling s", "CPU s", "div.",
-            "ESS/s"], rows)
+            "ESS/s"], rows, title=title)
 
 
 GRADIENT_PROBLEMS = ("sinc100", "sinc200", "sinc481", "sinc1000", "boston")
@@ -393,16 +398,17 @@ def part_gradient(args):
                              f"{r['median_ms']:.3f}", r["n_cholesky"], f"{r['compile_s']:.1f}",
                              f"{r['load']:.1f}"))
                 print(f"# {rows[-1]}", file=sys.stderr, flush=True)
-    print("logp + gradient of the marginal regression, compiled as PyMC's NUTS compiles it "
-          "(model.logp_dlogp_function), one BLAS thread; min and median over calls for "
-          f"{args.seconds:g} s. FAST_RUN is PyTensor's default mode (C code per op, "
-          f"no linked BLAS: blas__ldflags = {config.blas__ldflags!r}); FAST_COMPILE is the Python "
-          "VM that ADVI uses for regression. M x M, solve: the op forming L^{-1} by a triangular "
-          "solve against I (before); trtri: by LAPACK dtrtri. sinc: RBF gamma = 1/9 and a bias; "
-          f"boston: first {GRADIENT_BOSTON_N} cases, standardised inputs, RBF gamma = "
-          f"{GRADIENT_BOSTON_GAMMA} and a bias.\n")
+    title = ("logp + gradient of the marginal regression, compiled as PyMC's NUTS compiles it "
+             "(model.logp_dlogp_function), one BLAS thread; min and median over calls for "
+             f"{args.seconds:g} s. FAST_RUN is PyTensor's default mode (C code per op, "
+             f"no linked BLAS: blas__ldflags = {config.blas__ldflags!r}); FAST_COMPILE is the Python "
+             "VM that ADVI uses for regression. M x M, solve: the op forming L^{-1} by a triangular "
+             "solve against I (before); trtri: by LAPACK dtrtri. sinc: RBF gamma = 1/9 and a bias; "
+             f"boston: first {GRADIENT_BOSTON_N} cases, standardised inputs, RBF gamma = "
+             f"{GRADIENT_BOSTON_GAMMA} and a bias.")
+    print(f"{title}\n")
     print_table(["problem", "M", "form", "mode", "rank k", "ms (min)", "ms (median)", "Choleskys",
-                 "compile s", "busy"], rows)
+                 "compile s", "busy"], rows, title=title)
 
 
 def main(argv=None):
@@ -424,6 +430,7 @@ def main(argv=None):
     p.add_argument("--timeout", type=float, default=600.0,
                    help="stop a configuration after this many seconds")
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    add_results_argument(p)
     args = p.parse_args(argv)
     QUIET.update(max_busy=args.max_busy, max_wait=args.max_wait, timeout=args.timeout)
     if args.worker:
@@ -433,9 +440,14 @@ def main(argv=None):
     parts = {"default": ["nuts", "advi"], "all": ["nuts", "advi", "setup"]}.get(
         args.part, [args.part]
     )
+    results_recorder(results_name(__file__, args.part), argv=None if argv is None else [__file__, *argv],
+                     notes=args.note)
+    record_note("Times are wall-clock (or CPU) seconds on the machine named here; the column 'busy' is the "
+                "number of CPUs kept busy in the 2 s before each run.")
     for part in parts:
         {"nuts": part_nuts, "advi": part_advi, "setup": part_setup,
          "gradient": part_gradient}[part](args)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -37,7 +37,8 @@ def design():
 
 
 def main():
-    from _common import print_table
+    from _common import (add_results_argument, print_table, record_data, record_note, results_name,
+                         results_recorder, write_results)
 
     from rvm_ppl.inference.sbc import plot_sbc_ecdf, sbc, sbc_tests
 
@@ -46,7 +47,9 @@ def main():
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--figure", default=None)
     ap.add_argument("--csv", default=None, help="write the replications' table here")
+    add_results_argument(ap)
     args = ap.parse_args()
+    results_recorder(results_name(__file__), notes=args.note)
     t0 = time.perf_counter()
     table = sbc(design(), PRIORS, n_sims=args.n_sims, random_state=args.seed, progress=True)
     wall = time.perf_counter() - t0
@@ -55,9 +58,11 @@ def main():
     tests = sbc_tests(table)
     n_div = int(np.nansum(table[table["method"] == "nuts"].groupby("sim")["n_divergences"].first()))
     print(f"\n{args.n_sims} replications in {wall:.0f} s; NUTS divergences in total: {n_div}\n")
+    record_note(f"{args.n_sims} replications in {wall:.0f} s; NUTS divergences in total: {n_div}")
+    record_data("nuts_divergences", n_div)
     print_table(["method", "parameter", "n", "mean (rank/L or p)", "p-value"],
                 [[r.method, r.parameter, r.n, f"{r.mean:.3f}", f"{r.p_value:.3g}"]
-                 for r in tests.itertuples()])
+                 for r in tests.itertuples()], title="per-parameter tests (sbc_tests)")
     if args.figure:
         import matplotlib
 
@@ -69,6 +74,7 @@ def main():
             plot_sbc_ecdf(table, m, ax=ax)
         fig.tight_layout()
         fig.savefig(args.figure, dpi=110)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

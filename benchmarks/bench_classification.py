@@ -46,7 +46,8 @@ import time
 import warnings
 
 import numpy as np
-from _common import print_table, run_worker
+from _common import (add_results_argument, heading, print_table, record_note, results_name, results_recorder,
+                     run_worker, write_results)
 from scipy.special import expit
 
 PEERS = {"fastrvm": "fastrvm", "sklearn-rvm": "sklearn_rvm"}
@@ -114,6 +115,11 @@ def _peers():
     return names
 
 
+def _selected_peers(args):
+    """The installed peers that ``--peers`` names (all installed ones without it)."""
+    return [p for p in _peers() if args.peers is None or p in args.peers]
+
+
 def _groups_meeting(err, size=10):
     """How many disjoint runs of ``size`` consecutive subsets have a mean error meeting the target.
 
@@ -130,7 +136,7 @@ def _groups_meeting(err, size=10):
 def part_ripley(args):
     subsets, Xt, yt = _ripley_subsets(args.subsets)
     rows = []
-    for name in ["evidence", "vb", *_peers()]:
+    for name in ["evidence", "vb", *_selected_peers(args)]:
         err, ll, nrv, sec = [], [], [], []
         for X, y in subsets:
             proba, k, s, _ = _fit(name, X, y, 4.0)
@@ -140,8 +146,8 @@ def part_ripley(args):
         rows.append((name, f"{100 * err.mean():.2f} ± {100 * err.std(ddof=1) / np.sqrt(len(err)):.2f}",
                      f"{100 * err.min():.1f}-{100 * err.max():.1f}", _groups_meeting(err),
                      f"{np.mean(ll):.3f}", f"{np.mean(nrv):.1f}", f"{max(nrv)}", f"{np.mean(sec):.3f}"))
-    print(f"## Ripley: {args.subsets} random subsets of 100 training points, RBF r = 0.5, "
-          "1000 test points (paper: 9.3% with 4 relevance vectors)\n")
+    heading(f"Ripley: {args.subsets} random subsets of 100 training points, RBF r = 0.5, "
+            "1000 test points (paper: 9.3% with 4 relevance vectors)")
     print_table(["classifier", "mean test error % (± s.e.)", "range %",
                  f"10-subset means ≤ {100 * RIPLEY_TARGET}%", "log loss",
                  "relevance vectors", "max", "fit s"], rows)
@@ -156,14 +162,14 @@ def part_pima(args):
     rows = []
     for gamma in args.gammas:
         cells = [gamma]
-        for name in ["evidence", "vb", *_peers()]:
+        for name in ["evidence", "vb", *_selected_peers(args)]:
             proba, k, _, _ = _fit(name, X, y, gamma)
             e, l = _scores(proba(Xt), yt)
             cells.append(f"{round(e * len(yt))} / {k} / {l:.3f}")
         rows.append(cells)
-    print("## Pima: 200 training, 332 test cases, standardised inputs "
-          "(paper: 65 errors with 4 relevance vectors)\n")
-    print_table(["gamma", *[f"{n}: errors / RVs / log loss" for n in ["evidence", "vb", *_peers()]]],
+    heading("Pima: 200 training, 332 test cases, standardised inputs "
+            "(paper: 65 errors with 4 relevance vectors)")
+    print_table(["gamma", *[f"{n}: errors / RVs / log loss" for n in ["evidence", "vb", *_selected_peers(args)]]],
            rows)
 
 
@@ -211,8 +217,8 @@ NUTS_HEADER = ["run", "divergences", "max r-hat log alpha", "max r-hat (all)", "
 def part_nuts(args):
     subsets, Xt, yt = _ripley_subsets(args.subsets)
     rows = [_nuts_row(f"subset {k}", X, y, Xt, yt) for k, (X, y) in enumerate(subsets)]
-    print(f"## NUTS, package defaults, on {args.subsets} Ripley subsets of 100 points "
-          "(bias + 100 kernels)\n")
+    heading(f"NUTS, package defaults, on {args.subsets} Ripley subsets of 100 points "
+            "(bias + 100 kernels)")
     print_table(NUTS_HEADER, rows)
     X, y = subsets[0]
     alternatives = [
@@ -224,7 +230,7 @@ def part_nuts(args):
             _nuts_model_row("non-centred, a = b = 1e-6", X, y, Xt, yt, "noncentered",
                             priors={"a": 1e-6, "b": 1e-6})]
     rows += [_nuts_row(label, X, y, Xt, yt, **kw) for label, kw in alternatives]
-    print("## NUTS on subset 0: the alternatives to the defaults\n")
+    heading("NUTS on subset 0: the alternatives to the defaults")
     print_table(NUTS_HEADER, rows)
 
 
@@ -250,7 +256,7 @@ def part_advi(args):
             rows.append((k, form, f"{a['wall_time_s']:.1f}", a["n_iter"],
                          "yes" if a["converged"] else "no", f"{a['elbo']:.1f}",
                          f"{100 * e:.1f}", f"{l:.3f}"))
-    print("## Mean-field ADVI on Ripley subsets (a = 3, b = 2; Adam 0.01)\n")
+    heading("Mean-field ADVI on Ripley subsets (a = 3, b = 2; Adam 0.01)")
     print_table(["subset", "form", "wall s", "iterations", "converged", "final ELBO",
             "test error %", "log loss"], rows)
 
@@ -269,11 +275,11 @@ def _worker(name, n):
 
 
 def part_scale(args):
-    print("## Evidence method vs peers on draws from Ripley's distribution "
-          "(RBF r = 0.5, one BLAS thread; Bayes error 9.0%)\n")
+    heading("Evidence method vs peers on draws from Ripley's distribution "
+            "(RBF r = 0.5, one BLAS thread; Bayes error 9.0%)")
     rows = []
     for n in args.sizes:
-        peers = [p for p in _peers() if p != "fastrvm+bias" and (args.peers is None or p in args.peers)]
+        peers = [p for p in _selected_peers(args) if p != "fastrvm+bias"]
         for name in ["evidence", "evidence-lowrank", *peers]:
             if name == "sklearn-rvm" and n > 2000:
                 rows.append((n, name, "skipped (dense N x N EM)", "", "", "", ""))
@@ -307,15 +313,23 @@ def main():
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 2000, 5000, 10000, 20000])
     p.add_argument("--timeout", type=int, default=900, help="seconds per scale configuration")
     p.add_argument("--fastrvm-max", type=int, default=10**9, help="largest N given to fastrvm (scale part)")
-    p.add_argument("--peers", nargs="+", default=None, help="peers in the scale part (default: all installed)")
+    p.add_argument("--peers", nargs="*", default=None,
+                   help="peers in the ripley, pima and scale parts: fastrvm, fastrvm+bias, sklearn-rvm "
+                        "(default: all installed)")
     p.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
+    add_results_argument(p)
     args = p.parse_args()
     if args.worker:
         _worker(args.worker[0], int(args.worker[1]))
         return
     parts = {"default": ["ripley", "pima", "nuts", "advi"], "all": list(PARTS)}.get(args.part, [args.part])
+    results_recorder(results_name(__file__, args.part), notes=args.note)
+    if set(parts) & {"ripley", "nuts", "scale"}:
+        record_note("Fit times are wall-clock seconds on the machine named here, as loaded as its "
+                    "load average says; compare them only within one file.")
     for part in parts:
         PARTS[part](args)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _common import (add_results_argument, heading, record_markdown, record_table,  # noqa: E402
+                     results_name, results_recorder, write_results)
 
 METHODS = ("evidence", "vb", "advi", "nuts")
 PROBLEMS = ("sinc100", "sinc1000", "friedman2", "friedman3", "boston", "ripley", "pima")
@@ -145,8 +147,9 @@ def run(name, args):
     head = ["method", "fit time (s)", "test RMS" if kind == "regression" else "test error",
             "NLPD" if kind == "regression" else "log loss", "relevance vectors", "sum E[gamma]",
             *(["noise sd"] if kind == "regression" else []), "diagnostics"]
-    print(f"\n## {name}: N = {len(y)}, {len(yt)} test points, RBF gamma = {gamma:.3g}\n")
+    heading(f"{name}: N = {len(y)}, {len(yt)} test points, RBF gamma = {gamma:.3g}", before="\n")
     print(_table(head, rows))
+    record_markdown(None, _table(head, rows))
     if "nuts" in fits and len(fits) > 1:
         from rvm_ppl.output.diagnostics import summary_table
 
@@ -155,6 +158,8 @@ def run(name, args):
             table = summary_table(fits, reference="nuts", fit_times=seconds)
         cols = [c for c in ("khat", "w1_log10_alpha", "w1_log10_beta", "n_pruned") if c in table]
         print(table[cols].to_string(float_format=lambda v: f"{v:.3g}"), flush=True)
+        record_table(f"{name}: summary_table against nuts", ["method", *cols],
+                     [[m, *table.loc[m, cols]] for m in table.index])
 
 
 def main():
@@ -165,13 +170,16 @@ def main():
     p.add_argument("--draws", type=int, default=None, help="draws and tuning steps (default: the estimator's)")
     p.add_argument("--gammas", type=float, nargs="+", default=list(GAMMAS))
     p.add_argument("--seed", type=int, default=0)
+    add_results_argument(p)
     args = p.parse_args()
+    results_recorder(results_name(__file__, None if set(args.methods) == set(METHODS) else args.methods))
     warnings.filterwarnings("ignore", category=FutureWarning)
     logging.getLogger("pymc").setLevel(logging.WARNING)
     for name in args.problems:
         start = time.perf_counter()
         run(name, args)
         print(f"({name}: {time.perf_counter() - start:.0f} s in all)", flush=True)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -61,7 +61,7 @@ def _fmt(v, digits=4):
 
 
 def main():
-    from _common import print_table
+    from _common import add_results_argument, heading, print_table, results_name, results_recorder, write_results
 
     from rvm_ppl import RVC, RVR
     from rvm_ppl.datasets.loaders import load_ripley, make_sinc
@@ -72,7 +72,9 @@ def main():
     ap.add_argument("--n", type=int, default=100)
     ap.add_argument("--seeds", type=int, nargs="+", default=[0])
     ap.add_argument("--reps", type=int, default=2)
+    add_results_argument(ap)
     args = ap.parse_args()
+    results_recorder(results_name(__file__, args.problem if args.problem != "sinc" else None), notes=args.note)
     warnings.simplefilter("ignore")
     regression = args.problem == "sinc"
     for seed in args.seeds:
@@ -95,7 +97,7 @@ def main():
                 est.fit(X, y, method=m)
                 best = min(best, time.perf_counter() - t0)
             fits[m], times[m] = est, best
-        print(f"## {title}\n")
+        heading(title)
         table = summary_table(fits, X_test=Xt, y_test=yt, fit_times=times)
         cols = list(table.columns)
         print_table(["method", *cols], [[m, *(_fmt(table.loc[m, c]) for c in cols)]
@@ -107,7 +109,7 @@ def main():
                     r = pareto_khat(fits[m], bases=bases, n_draws=S, random_state=s, warn=False)
                     rows.append([m, bases, S, s, f"{r.khat:.2f}", r.diagnosis, f"{r.ess:.1f}"])
         print_table(["method", "bases", "draws from q", "seed", "k-hat", "diagnosis",
-                     "ESS of weights"], rows)
+                     "ESS of weights"], rows, title=f"{title}: Pareto k-hat of the variational fits")
         nuts = fits["nuts"].idata_
         # The relevance vectors of the evidence fit (NUTS's own rule, E[gamma] > 1/2,
         # may select none: its weight posterior spreads over correlated bases).
@@ -129,12 +131,14 @@ def main():
             rows.append([m, "median over all bases of |mean - nuts|", _fmt(np.median(d_q)),
                          _fmt(np.median(d_p)), "0"])
         print_table(["method", "parameter (natural log)", "q mean", "PSIS mean", "NUTS mean"],
-                    rows)
+                    rows, title=f"{title}: q and PSIS-corrected means against NUTS")
         if not regression:
             continue
         pred = compare_predictive(fits, Xt)
         print_table(["method", *pred.columns],
-                    [[m, *(_fmt(v) for v in pred.loc[m])] for m in pred.index])
+                    [[m, *(_fmt(v) for v in pred.loc[m])] for m in pred.index],
+                    title=f"{title}: compare_predictive")
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -49,7 +49,8 @@ import os
 import time
 
 import numpy as np
-from _common import run_worker
+from _common import (add_results_argument, heading, record_data, record_note, record_table, results_name,
+                     results_recorder, run_worker, write_results)
 
 
 def _sinc_rows(reps):
@@ -90,11 +91,13 @@ def _sinc_rows(reps):
         rows.append((f"{name}, N = 100, {reps} noise draws", "mean RMS",
                      f"{np.mean(rms):.4f} (sd {np.std(rms):.4f})", f"{np.mean(nrv):.2f}",
                      f"{np.mean(sd):.4f}", paper))
-    print("\n## A. Sinc experiments (evidence method)\n")
+    heading("A. Sinc experiments (evidence method)", before="\n")
     print("| experiment | error measure | rvm_ppl | relevance vectors | noise sd | paper (error / RVs / noise) |")
     print("|---|---|---|---|---|---|")
     for r in rows:
         print("| " + " | ".join(r) + " |")
+    record_table(None, ["experiment", "error measure", "rvm_ppl", "relevance vectors", "noise sd",
+                        "paper (error / RVs / noise)"], rows)
 
 
 def _spline_rvr(solver):
@@ -188,8 +191,7 @@ def _maxima_rows(reps):
     X = np.linspace(-10, 10, 100)[:, None]
     y = sinc(X[:, 0])
     maxima = _local_maxima(X, y, Xt, truth)
-    print("\n## E. Noise-free sinc, linear spline, sigma = 0.01 fixed: "
-          "local maxima of the evidence\n")
+    heading("E. Noise-free sinc, linear spline, sigma = 0.01 fixed: local maxima of the evidence", before="\n")
     print(f"100 uniformly spaced points on [-10, 10]; {len(maxima)} distinct maxima from "
           "404 ascents (101 starts x alignment test on/off x noise warm-up on/off). "
           "The ten highest:\n")
@@ -197,21 +199,33 @@ def _maxima_rows(reps):
     print("|---|---|---|---|---|")
     for i, (le, err, k) in enumerate(maxima[:10]):
         print(f"| {i + 1} | {le:.3f} | {maxima[0][0] - le:.3f} | {err:.4f} | {k} |")
+    record_table("E. 100-point grid: the ten highest local maxima",
+                 ["rank", "log evidence", "below the best (nats)", "max error", "relevance vectors"],
+                 [[i + 1, round(le, 3), round(maxima[0][0] - le, 3), round(err, 4), k]
+                  for i, (le, err, k) in enumerate(maxima[:10])])
+    record_data("maxima_grid100", {"n_maxima": len(maxima), "maxima": [list(m) for m in maxima]})
     errs = [m[1] for m in maxima]
     print(f"\nMax error over all maxima: {min(errs):.4f}-{max(errs):.4f}.")
     close = [m for m in maxima if m[1] <= 0.0075]
     if close:
         print(f"The highest maximum with max error <= 0.0075 is {maxima[0][0] - close[0][0]:.3f} "
               f"nats below the best ({close[0][1]:.4f}, {close[0][2]} vectors).")
+        record_data("maxima_grid100_first_with_max_error_le_0.0075",
+                    {"below_best_nats": maxima[0][0] - close[0][0], "max_error": close[0][1],
+                     "relevance_vectors": close[0][2]})
+    fits = []
     for solver in ("fast", "full"):
         le, err, k = _spline_fit(X, y, Xt, truth, solver)
         print(f"RVR(solver={solver!r}): log evidence {le:.3f}, max error {err:.4f}, {k} vectors.")
+        fits.append([solver, round(le, 3), round(err, 4), k])
+    record_table("E. 100-point grid: the package's fits", ["solver", "log evidence", "max error",
+                                                           "relevance vectors"], fits)
 
     print(f"\nThe same on {reps} grids of N uniformly spaced points on [-10, 10], "
           "N = 90, 91, ... (max error / vectors / nats below the highest maximum):\n")
     print("| N | maxima | highest maximum | RVR (fast) | most accurate maximum (its rank) |")
     print("|---|---|---|---|---|")
-    firsts, fits, lows = [], [], []
+    firsts, fits, lows, rows = [], [], [], []
     for n in range(90, 90 + reps):
         X = np.linspace(-10, 10, n)[:, None]
         y = sinc(X[:, 0])
@@ -222,12 +236,17 @@ def _maxima_rows(reps):
         firsts.append(top[1])
         fits.append(err)
         lows.append(maxima[low][1])
-        print(f"| {n} | {len(maxima)} | {top[1]:.4f} / {top[2]} | "
-              f"{err:.4f} / {k} / {top[0] - le:.3f} | "
-              f"{maxima[low][1]:.4f} / {maxima[low][2]} / "
-              f"{top[0] - maxima[low][0]:.2f} ({low + 1}) |")
+        rows.append([str(n), str(len(maxima)), f"{top[1]:.4f} / {top[2]}", f"{err:.4f} / {k} / {top[0] - le:.3f}",
+                     f"{maxima[low][1]:.4f} / {maxima[low][2]} / {top[0] - maxima[low][0]:.2f} ({low + 1})"])
+        print("| " + " | ".join(rows[-1]) + " |")
+    record_table(f"E. {reps} grids of N = 90, 91, ... points (max error / vectors / nats below the highest "
+                 "maximum)", ["N", "maxima", "highest maximum", "RVR (fast)", "most accurate maximum (its rank)"],
+                 rows)
     print(f"\nMedian max error: highest maximum {np.median(firsts):.4f}, RVR {np.median(fits):.4f} "
           f"(range {min(fits):.4f}-{max(fits):.4f}), most accurate maximum {np.median(lows):.4f}.")
+    record_data("maxima_grids_median_max_error", {"highest_maximum": np.median(firsts), "rvr_fast": np.median(fits),
+                                                  "rvr_fast_range": [min(fits), max(fits)],
+                                                  "most_accurate_maximum": np.median(lows)})
 
 
 def _solver_rows(n_random=48):
@@ -251,10 +270,11 @@ def _solver_rows(n_random=48):
     Xb = StandardScaler().fit_transform(Xb[:455])
     for g in (0.003, 0.03, 0.1):
         problems.append((f"Boston (first 455 cases), RBF gamma = {g}", Xb, yb[:455], dict(gamma=g)))
-    print("\n## C. Fast sequential vs full re-estimation: the log evidence each reaches\n")
+    heading("C. Fast sequential vs full re-estimation: the log evidence each reaches", before="\n")
     print("| problem | fast: log evidence / RVs / time (s) | fast, one ascent | "
           "full: log evidence / RVs / time (s) | fast - full (nats) |")
     print("|---|---|---|---|---|")
+    rows = []
     for name, X, y, kw in problems:
         cells, le = [], []
         for solver in ("fast", "one", "full"):
@@ -266,6 +286,9 @@ def _solver_rows(n_random=48):
             le.append(m.log_evidence_)
             cells.append(f"{m.log_evidence_:.2f} / {len(m.relevance_)} / {time.perf_counter() - start:.2f}")
         print(f"| {name} | {' | '.join(cells)} | {le[0] - le[2]:+.2f} |", flush=True)
+        rows.append([name, *cells, f"{le[0] - le[2]:+.2f}"])
+    record_table(None, ["problem", "fast: log evidence / RVs / time (s)", "fast, one ascent",
+                        "full: log evidence / RVs / time (s)", "fast - full (nats)"], rows)
     # Many small random problems: how often does the fast solver end below the full one?
     gaps = []
     for seed in range(n_random):
@@ -278,6 +301,8 @@ def _solver_rows(n_random=48):
           f"fast - full ranges "
           f"{gaps.min():+.2f} to {gaps.max():+.2f} nats; more than 1 nat below on {below.size}"
           + (f" ({-below.max():.1f}-{-below.min():.1f} nats)" if below.size else ""))
+    record_data("random_problems_fast_minus_full", {"n": n_random, "gaps_nats": gaps,
+                                                    "n_more_than_1_nat_below": int(below.size)})
 
 
 def _worker(lib, n, seed):
@@ -379,19 +404,25 @@ def _million_worker(problem, n, seed):
 
 
 def _million_rows(sizes, seed, timeout):
-    print("\n## D. Very large N: evidence method through the low-rank basis (one BLAS thread)\n")
+    heading("D. Very large N: evidence method through the low-rank basis (one BLAS thread)", before="\n")
     print("| problem | N | kernel rank | factorisation (s) | fit time incl. factorisation (s) | peak RSS (MB) "
           "| RMS to truth | relevance vectors | noise sd |")
     print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
     for problem, label in (("sinc1d", "1-D sinc, x on [-10, 10]"), ("sinc2d", "2-D sinc, x on [-5, 5]^2")):
         for n in sizes:
             res, err = run_worker(__file__, ["million", f"{problem}:{n}", seed], one_thread=True, timeout=timeout)
             if res is None:
                 print(f"| {label} | {n} | {err} | | | | | | |")
+                rows.append([label, n, err, "", "", "", "", "", ""])
             else:
                 print(f"| {label} | {n} | {res['rank']} | {res['basis_seconds']:.1f} | {res['seconds']:.1f} "
                       f"| {res['peak_mb']:.0f} | {res['rms']:.4f} | {res['nrv']} | {res['noise_sd']:.4f} |",
                       flush=True)
+                rows.append([label, n, res["rank"], round(res["basis_seconds"], 1), round(res["seconds"], 1),
+                             round(res["peak_mb"]), round(res["rms"], 4), res["nrv"], round(res["noise_sd"], 4)])
+    record_table(None, ["problem", "N", "kernel rank", "factorisation (s)", "fit time incl. factorisation (s)",
+                        "peak RSS (MB)", "RMS to truth", "relevance vectors", "noise sd"], rows)
 
 
 def _run(lib, n, threads, seed, timeout):
@@ -405,27 +436,36 @@ def _installed(lib):
 
 
 def _scale_rows(sizes, libs, seed, timeout, fastrvm_max=10**9, threads=("1 thread", "default")):
-    print("\n## B. Fit time and peak memory on noisy sinc (x uniform on [-10, 10], noise sd 0.1, RBF r = 3)\n")
+    heading("B. Fit time and peak memory on noisy sinc (x uniform on [-10, 10], noise sd 0.1, RBF r = 3)",
+            before="\n")
     print("| N | library | BLAS threads | fit time (s) | peak RSS (MB) | RMS to sin(x)/x | relevance vectors |")
     print("|---|---|---|---|---|---|---|")
+    rows = []
+
+    def row(*cells):
+        rows.append(list(cells))
+        print("| " + " | ".join(map(str, cells)) + " |", flush=True)
+
     for n in sizes:
         for lib in libs:
             if not lib.startswith("rvm_ppl") and not _installed(lib):
-                print(f"| {n} | {lib} | - | not installed | | | |")
+                row(n, lib, "-", "not installed", "", "", "")
                 continue
             if lib == "sklearn-rvm" and n > 5000:
-                print(f"| {n} | {lib} | - | skipped (dense N x N EM) | | | |")
+                row(n, lib, "-", "skipped (dense N x N EM)", "", "", "")
                 continue
             if lib == "fastrvm" and n > fastrvm_max:
-                print(f"| {n} | {lib} | - | skipped (N x N kernel matrices: 12.4 GB at N = 20 000) | | | |")
+                row(n, lib, "-", "skipped (N x N kernel matrices: 12.4 GB at N = 20 000)", "", "", "")
                 continue
             for thr in threads:
                 res, err = _run(lib, n, thr, seed, timeout)
                 if res is None:
-                    print(f"| {n} | {lib} | {thr} | {err} | | | |")
+                    row(n, lib, thr, err, "", "", "")
                 else:
-                    print(f"| {n} | {lib} | {thr} | {res['seconds']:.2f} | {res['peak_mb']:.0f} "
-                          f"| {res['rms']:.4f} | {res['nrv']} |", flush=True)
+                    row(n, lib, thr, f"{res['seconds']:.2f}", f"{res['peak_mb']:.0f}", f"{res['rms']:.4f}",
+                        res["nrv"])
+    record_table(None, ["N", "library", "BLAS threads", "fit time (s)", "peak RSS (MB)", "RMS to sin(x)/x",
+                        "relevance vectors"], rows)
 
 
 def _first_rows(sizes, seeds, timeout):
@@ -437,8 +477,8 @@ def _first_rows(sizes, seeds, timeout):
     the Python loop, which runs a process's first small fits (the compiled
     engine costs more to load than such a fit takes).
     """
-    print(f"\n## First fits in a fresh process, seeds 0-{seeds - 1} (one BLAS thread; "
-          "median and range over seeds)\n")
+    heading(f"First fits in a fresh process, seeds 0-{seeds - 1} (one BLAS thread; median and range over seeds)",
+            before="\n")
     print("| N | rvm_ppl (ms) | fastrvm (ms) | ratio "
           "| prepaid: rvm_ppl (ms) | prepaid: fastrvm (ms) | prepaid: ratio |")
     print("|---|---|---|---|---|---|---|")
@@ -446,6 +486,7 @@ def _first_rows(sizes, seeds, timeout):
     def cell(v):
         return f"{np.median(v):.0f} ({np.min(v):.0f}-{np.max(v):.0f})"
 
+    rows = []
     for n in sizes:
         ms = {}
         for variant in ("", "+prepaid"):
@@ -462,6 +503,9 @@ def _first_rows(sizes, seeds, timeout):
             r = ours / theirs
             row += [cell(ours), cell(theirs), f"{np.median(r):.1f} ({r.min():.1f}-{r.max():.1f})"]
         print("| " + " | ".join(row) + " |", flush=True)
+        rows.append(row)
+    record_table(None, ["N", "rvm_ppl (ms)", "fastrvm (ms)", "ratio", "prepaid: rvm_ppl (ms)",
+                        "prepaid: fastrvm (ms)", "prepaid: ratio"], rows)
 
 
 def _warm_rows(sizes, seeds=10, reps=3):
@@ -499,12 +543,13 @@ def _warm_rows(sizes, seeds=10, reps=3):
     X0, y0 = make_sinc(50, random_state=0)
     for make in libs.values():  # first calls and imports before timing
         make().fit(X0, y0)
-    print("\n## Warm fits: median over seeds of the fastest of "
-          f"{reps} fits in one process (one BLAS thread)\n")
+    heading(f"Warm fits: median over seeds of the fastest of {reps} fits in one process (one BLAS thread)",
+            before="\n")
     print("| N | rvm_ppl (ms) | fastrvm (ms) | ratio: median (range) | iterations (rvm_ppl / fastrvm) "
           "| one climb: ms, ratio | Python loop: ms, ratio | extra climbs: seeds gaining > 0.1 / > 1 nat, "
           "largest gain |")
     print("|---|---|---|---|---|---|---|---|")
+    rows = []
     for n in sizes:
         t = {k: [] for k in libs}
         it = {k: [] for k in libs}
@@ -522,11 +567,16 @@ def _warm_rows(sizes, seeds=10, reps=3):
         ms = {k: 1e3 * np.median(v) for k, v in t.items()}
         gain = np.array(gain)
         r = ratio["rvm_ppl"]
-        print(f"| {n} | {ms['rvm_ppl']:.1f} | {ms['fastrvm']:.1f} | {np.median(r):.2f} ({r.min():.2f}-{r.max():.2f}) "
-              f"| {np.median(it['rvm_ppl']):.0f} / {np.median(it['fastrvm']):.0f} "
-              f"| {ms['one climb']:.1f}, {np.median(ratio['one climb']):.2f} "
-              f"| {ms['Python loop']:.1f}, {np.median(ratio['Python loop']):.2f} "
-              f"| {np.sum(gain > 0.1)} / {np.sum(gain > 1)} of {seeds}, {gain.max():.2f} |", flush=True)
+        rows.append([str(n), f"{ms['rvm_ppl']:.1f}", f"{ms['fastrvm']:.1f}",
+                     f"{np.median(r):.2f} ({r.min():.2f}-{r.max():.2f})",
+                     f"{np.median(it['rvm_ppl']):.0f} / {np.median(it['fastrvm']):.0f}",
+                     f"{ms['one climb']:.1f}, {np.median(ratio['one climb']):.2f}",
+                     f"{ms['Python loop']:.1f}, {np.median(ratio['Python loop']):.2f}",
+                     f"{np.sum(gain > 0.1)} / {np.sum(gain > 1)} of {seeds}, {gain.max():.2f}"])
+        print("| " + " | ".join(rows[-1]) + " |", flush=True)
+    record_table(None, ["N", "rvm_ppl (ms)", "fastrvm (ms)", "ratio: median (range)",
+                        "iterations (rvm_ppl / fastrvm)", "one climb: ms, ratio", "Python loop: ms, ratio",
+                        "extra climbs: seeds gaining > 0.1 / > 1 nat, largest gain"], rows)
 
 
 def main():
@@ -544,6 +594,7 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
+    add_results_argument(p)
     args = p.parse_args()
     if args.worker:
         lib, n, seed = args.worker
@@ -553,6 +604,10 @@ def main():
         else:
             _worker(lib, int(n), int(seed))
         return
+    results_recorder(results_name(__file__, args.part), notes=args.note)
+    if args.part in ("solvers", "scale", "first", "warm", "million", "all"):
+        record_note("Times are wall-clock seconds on the machine named here, as loaded as its load average "
+                    "says; compare them only within one file.")
     if args.part in ("sinc", "all"):
         _sinc_rows(args.reps)
     if args.part in ("solvers", "all"):
@@ -568,6 +623,7 @@ def main():
         _maxima_rows(min(args.reps, 21))
     if args.part == "million":  # not part of "all": minutes and gigabytes
         _million_rows(args.sizes or [1_000_000], args.seed, args.timeout)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

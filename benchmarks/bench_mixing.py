@@ -88,9 +88,11 @@ def main(argv=None):
     p.add_argument("--save", default=None, help="directory for each run's InferenceData")
     p.add_argument("--from", dest="files", nargs="+", default=None,
                    help="analyse saved InferenceData instead of sampling")
-    args = p.parse_args(argv)
+    from _common import add_results_argument, print_table, results_name, results_recorder, write_results
 
-    from _common import print_table
+    add_results_argument(p)
+    args = p.parse_args(argv)
+    results_recorder(results_name(__file__), argv=None if argv is None else [__file__, *argv], notes=args.note)
 
     if args.files:
         import arviz as az
@@ -102,11 +104,13 @@ def main(argv=None):
     for label, idata, wall in runs:
         rows.extend(_rows(label, idata, wall))
         print(f"# {rows[-1]}", flush=True)
-    print("\nBoston (481 points, M = 482), NUTS with 4 chains; r-hat and ESS over log alpha "
-          "for the first d draws of each chain:\n")
+    title = ("Boston (481 points, M = 482), NUTS with 4 chains; r-hat and ESS over log alpha "
+             "for the first d draws of each chain")
+    print(f"\n{title}:\n")
     print_table(["split seed", "wall s", "sampling s", "div.", "draws d", "max r-hat (at)",
                  "min bulk ESS (at)", "ESS per 1000 draws",
-                 "worst: share below its median, per chain"], rows)
+                 "worst: share below its median, per chain"], rows, title=title)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -51,7 +51,7 @@ nuts
     (the estimator's diagnostics), and the test log loss of the averaged
     probabilities against the evidence fit's. Writes the alpha comparison
     figure (class 0, per-class ``alpha``: evidence, advi, nuts) to
-    ``--out``/alpha_multinomial.png.
+    ``--figures``/alpha_multinomial.png.
 
 Timings were taken with one BLAS thread on a machine shared with other jobs;
 ``--repeat`` fits repeat each fit and report the fastest.
@@ -66,7 +66,8 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from _common import print_table
+from _common import (add_results_argument, heading, print_table, record_note, results_name, results_recorder,
+                     write_results)
 from scipy.spatial.distance import pdist
 from threadpoolctl import threadpool_limits
 
@@ -141,9 +142,9 @@ def part_digits(repeat, gamma_factor=1.0, methods=None):
     X = X / 16.0
     X, Xt, y, yt = train_test_split(X, y, test_size=0.5, random_state=0)
     gamma = gamma_factor / np.median(pdist(X, "sqeuclidean"))
-    print(
-        f"## digits: {len(y)} training / {len(yt)} test images, 10 classes, "
-        f"gamma = {gamma:.4f} ({gamma_factor:g} x the median heuristic, training set)\n"
+    heading(
+        f"digits: {len(y)} training / {len(yt)} test images, 10 classes, "
+        f"gamma = {gamma:.4f} ({gamma_factor:g} x the median heuristic, training set)"
     )
     rows = []
     names = METHODS + ["SVC"] + (["fastrvm"] if HAVE_FASTRVM else [])
@@ -166,9 +167,9 @@ def part_digits(repeat, gamma_factor=1.0, methods=None):
 
 
 def part_synthetic(n, seeds, repeat):
-    print(
-        f"## three-class mixture, {n} training points, 3000 test points, gamma = 0.5, "
-        f"seeds 0-{seeds - 1}\n"
+    heading(
+        f"three-class mixture, {n} training points, 3000 test points, gamma = 0.5, "
+        f"seeds 0-{seeds - 1}"
     )
     names = METHODS + ["SVC"] + (["fastrvm"] if HAVE_FASTRVM else [])
     res = {m: [] for m in names}
@@ -196,7 +197,9 @@ def part_synthetic(n, seeds, repeat):
                 f"{a[:, 4].mean():.2f}",
             ]
         )
-    print(f"true probabilities' log loss: {np.mean([r[5] for r in res[names[0]]]):.4f} (mean)\n")
+    ll0 = np.mean([r[5] for r in res[names[0]]])
+    print(f"true probabilities' log loss: {ll0:.4f} (mean)\n")
+    record_note(f"three-class mixture: the true probabilities' test log loss is {ll0:.4f} (mean over seeds)")
     print_table(
         [
             "method",
@@ -221,9 +224,9 @@ def part_nuts(n, out, seed=0):
     X, y = make_three_class(n, random_state=seed)
     Xt, yt = make_three_class(3000, random_state=100 + seed)
     _, ll0 = _scores(three_class_proba(Xt), yt)
-    print(
-        f"## NUTS, three-class mixture: {n} training points, {n + 1} basis functions x 3 "
-        f"classes, seed {seed}; true probabilities' test log loss {ll0:.4f}\n"
+    heading(
+        f"NUTS, three-class mixture: {n} training points, {n + 1} basis functions x 3 "
+        f"classes, seed {seed}; true probabilities' test log loss {ll0:.4f}"
     )
     rows, idatas = [], {}
     for shared in (False, True):
@@ -280,7 +283,7 @@ def main():
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--n", type=int, default=300)
     ap.add_argument("--nuts-n", type=int, default=60)
-    ap.add_argument("--out", type=Path, default=Path(__file__).parent / "out",
+    ap.add_argument("--figures", type=Path, default=Path(__file__).parent / "out",
                     help="nuts: folder for the alpha comparison figure")
     ap.add_argument(
         "--gamma-factor", type=float, default=1.0, help="digits: multiply the median heuristic"
@@ -288,14 +291,20 @@ def main():
     ap.add_argument(
         "--methods", nargs="*", help="digits: only methods whose name contains one of these"
     )
+    add_results_argument(ap)
     args = ap.parse_args()
+    parts = [p for p in ("synthetic", "digits", "nuts") if p in args.part]
+    results_recorder(results_name(__file__, None if parts == ["synthetic", "digits"] else parts),
+                     notes=args.note)
+    record_note("Fit times: one BLAS thread, on the machine named here, as loaded as its load average says.")
     with threadpool_limits(limits=1, user_api="blas"):
         if "synthetic" in args.part:
             part_synthetic(args.n, args.seeds, args.repeat)
         if "digits" in args.part:
             part_digits(args.repeat, args.gamma_factor, args.methods)
         if "nuts" in args.part:
-            part_nuts(args.nuts_n, args.out)
+            part_nuts(args.nuts_n, args.figures)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """Frozen-curvature vs exact schedule of the classifier's evidence fit, against SparseBayes's C++ port.
 
-    python bench_rvc_schedule.py --out results.json              # subsets + scaling
+    python bench_rvc_schedule.py                                  # subsets + scaling
     python bench_rvc_schedule.py --subsets 50 --sizes 250 1000 5000 --seeds 3 --out r.json
 
 Part 1 (subsets): ``--subsets`` random 100-point subsets of Ripley's 250 training
@@ -40,8 +40,9 @@ wins / ties / losses).
 Part 2 (scaling): fit time of the schedules on ``make_ripley(N, random_state=s)``
 (s = 1..seeds) at each ``--sizes`` N, one BLAS thread, in this process.
 
-Prints markdown tables; ``--out`` writes everything (per subset) as JSON with
-the machine, date and versions.
+Prints markdown tables and writes them, with everything per subset, the
+machine, date, versions and git commit, to benchmarks/results/rvc_schedule.json
+(or ``--out PATH``).
 """
 
 from __future__ import annotations
@@ -52,53 +53,17 @@ for _v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_v, "1")
 
 import argparse
-import datetime
 import functools
-import importlib.metadata
 import inspect
-import json
-import platform
-import subprocess
-import sys
 import time
 import warnings
 
 import numpy as np
+from _common import (add_results_argument, heading, print_table, record_data, results_name, results_recorder,
+                     write_results)
 
 GAMMA = 4.0
 TOL = 0.01  # nats: "at least the exact schedule's (within 0.01 nats)"
-
-
-def _versions():
-    out = {"python": sys.version.split()[0]}
-    for pkg in ("numpy", "scipy", "scikit-learn", "fastrvm", "rvm_ppl", "rvm-ppl"):
-        try:
-            out[pkg] = importlib.metadata.version(pkg)
-        except importlib.metadata.PackageNotFoundError:
-            pass
-    import rvm_ppl
-
-    root = os.path.dirname(os.path.dirname(os.path.abspath(rvm_ppl.__file__)))
-    out["rvm_ppl_path"] = root
-    try:
-        out["rvm_ppl_git"] = subprocess.run(["git", "-C", root, "rev-parse", "HEAD"], capture_output=True,
-                                            text=True).stdout.strip()
-        out["rvm_ppl_git_dirty"] = bool(subprocess.run(["git", "-C", root, "status", "--porcelain", "rvm_ppl"],
-                                                       capture_output=True, text=True).stdout.strip())
-    except OSError:
-        pass
-    return out
-
-
-def _machine():
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return {"platform": platform.platform(), "cpu": cpu, "cpu_count": os.cpu_count(),
-            "blas_threads": os.environ.get("OPENBLAS_NUM_THREADS")}
 
 
 class _Schedule:
@@ -205,9 +170,9 @@ def part_subsets(k):
                                            "ties": int(np.sum(dd == 0)), "losses": int(np.sum(dd > 0))},
             "median_fit_seconds": float(np.median(sec)),
         }
-    print(f"## {k} random 100-point Ripley subsets (subset s = default_rng(s).choice(250, 100)), "
-          f"RBF gamma = {GAMMA}, 1000 test points\n")
-    _table(["fit", "log ev − exact: mean", "median", "min", f"≥ exact − {TOL}", "test error %",
+    heading(f"{k} random 100-point Ripley subsets (subset s = default_rng(s).choice(250, 100)), "
+            f"RBF gamma = {GAMMA}, 1000 test points")
+    print_table(["fit", "log ev − exact: mean", "median", "min", f"≥ exact − {TOL}", "test error %",
             "first 10 %", "error − fastrvm (paired, %, ± s.e.)", "W/T/L vs fastrvm", "median fit ms", "RVs"], rows)
     return {"subsets": [list(map(int, i)) for i in subsets], "per_subset": res, "summary": summary}
 
@@ -233,17 +198,9 @@ def part_scale(sizes, seeds):
             rows.append((n, name, f"{np.median(sec):.3f}", f"{sec.min():.3f}-{sec.max():.3f}",
                          f"{np.median([r['modes'] for r in recs]):.0f}",
                          " ".join(f"{r['log_evidence']:.2f}" for r in recs)))
-    print(f"\n## Fit time on make_ripley(N, random_state=1..{seeds}), one BLAS thread\n")
-    _table(["N", "schedule", "median s", "range s", "median modes", "log evidence per seed"], rows)
+    heading(f"Fit time on make_ripley(N, random_state=1..{seeds}), one BLAS thread", before="\n")
+    print_table(["N", "schedule", "median s", "range s", "median modes", "log evidence per seed"], rows)
     return out
-
-
-def _table(header, rows):
-    print("| " + " | ".join(header) + " |")
-    print("|" + "---|" * len(header))
-    for r in rows:
-        print("| " + " | ".join(str(c) for c in r) + " |")
-    print(flush=True)
 
 
 def main():
@@ -251,27 +208,21 @@ def main():
     p.add_argument("--subsets", type=int, default=50)
     p.add_argument("--sizes", type=int, nargs="*", default=[100, 250, 500, 1000, 2000, 5000])
     p.add_argument("--seeds", type=int, default=3, help="data sets per size in the scaling part")
-    p.add_argument("--out", default=None, help="JSON output path")
+    add_results_argument(p)
     args = p.parse_args()
     warnings.simplefilter("ignore", FutureWarning)
     from rvm_ppl.closed_form import bernoulli as el
 
-    result = {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-        "machine": _machine(), "versions": _versions(), "argv": sys.argv[1:],
-        "settings": {"gamma": GAMMA, "tol_nats": TOL, "FROZEN_MAX": el.FROZEN_MAX,
-                     "EXACT_SCHEDULE_MAX": getattr(el, "EXACT_SCHEDULE_MAX", None),
-                     "frozen_steps_default": repr(inspect.signature(el.fit_evidence_bernoulli)
-                                                  .parameters["frozen_steps"].default)},
-    }
+    results_recorder(results_name(__file__), notes=args.note)
+    record_data("settings", {"gamma": GAMMA, "tol_nats": TOL, "FROZEN_MAX": el.FROZEN_MAX,
+                             "EXACT_SCHEDULE_MAX": getattr(el, "EXACT_SCHEDULE_MAX", None),
+                             "frozen_steps_default": repr(inspect.signature(el.fit_evidence_bernoulli)
+                                                          .parameters["frozen_steps"].default)})
     if args.subsets:
-        result["ripley_subsets"] = part_subsets(args.subsets)
+        record_data("ripley_subsets", part_subsets(args.subsets))
     if args.sizes:
-        result["scaling"] = part_scale(args.sizes, args.seeds)
-    if args.out:
-        with open(args.out, "w") as f:
-            json.dump(result, f, indent=1)
-        print(f"wrote {args.out}")
+        record_data("scaling", part_scale(args.sizes, args.seeds))
+    write_results(args.out)
 
 
 if __name__ == "__main__":

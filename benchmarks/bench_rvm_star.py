@@ -57,6 +57,8 @@ from pathlib import Path
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import numpy as np  # noqa: E402
+from _common import (add_results_argument, record_data, record_note, record_table, results_name,  # noqa: E402
+                     results_recorder, write_results)
 from scipy import stats  # noqa: E402
 from sklearn.exceptions import ConvergenceWarning  # noqa: E402
 from sklearn.gaussian_process import GaussianProcessRegressor  # noqa: E402
@@ -210,18 +212,26 @@ def report(res, info):
           "(paper's Table 1 in brackets)\n")
     models = ["RVM", "RVM*", "GP", "RVM (cv)", "RVM* (cv)"]
     print(f"{'loss':20s}" + "".join(f"{m:>24s}" for m in models))
+    table = []
     for loss, name in LOSSES.items():
         row = f"{name:20s}"
+        cells = [name]
         for mdl in models:
             v = np.asarray(res[mdl][loss])
             paper = PAPER[loss].get(mdl)
             cell = f"{v.mean():.3f}+-{v.std(ddof=1) if n > 1 else 0:.3f}"
             cell += f" [{paper:.3f}]" if paper is not None else ""
             row += f"{cell:>24s}"
+            cells.append(cell)
         print(row)
+        table.append(cells)
+    record_table(f"Boston housing, {n} folds, standardised targets: mean +- std over folds "
+                 "(paper's Table 1 in brackets)", ["loss", *models], table)
+    record_data("per_fold", res)
     if n > 1:
         print("\nTwo-sided paired t-tests over folds (ttest_rel); paper's p-value in brackets")
         pairs = [("RVM", "RVM*"), ("RVM*", "GP"), ("RVM", "GP"), ("RVM (cv)", "RVM* (cv)")]
+        table = []
         for loss, name in LOSSES.items():
             cells = []
             for a, b in pairs:
@@ -231,6 +241,9 @@ def report(res, info):
                 cells.append(f"{a} vs {b}: p={p:.3g} ({better} better)"
                              + (f" [{paper}]" if paper else ""))
             print(f"  {name:18s} " + "; ".join(cells))
+            table.append([name, *cells])
+        record_table("Two-sided paired t-tests over folds (ttest_rel); paper's p-value in brackets",
+                     ["loss", *(f"{a} vs {b}" for a, b in pairs)], table)
     rv, rvc = np.asarray(info["n_rv"]), np.asarray(info["n_rv_cv"])
     print(f"\nrelevance vectors: GP widths {rv.mean():.1f} +- {rv.std():.1f}; "
           f"cv gamma {rvc.mean():.1f} +- {rvc.std():.1f} [paper 27 +- 14]")
@@ -240,6 +253,7 @@ def report(res, info):
           f"RVM fit {np.mean(info['t_rvm']):.2f}s, "
           f"RVM predict {1e3 * np.mean(info['t_pred']):.2f}ms, RVM* predict "
           f"{1e3 * np.mean(info['t_star']):.2f}ms (50/51 test points)")
+    record_data("info", info)
 
 
 def figure(path, seed=0):
@@ -298,11 +312,15 @@ def main():
                    help="print the log evidence over --gammas on fold 0")
     p.add_argument("--figure", metavar="PATH", help="also draw the 1-D figure (like Fig. 2)")
     p.add_argument("--no-table", action="store_true", help="skip the Boston experiment")
+    add_results_argument(p)
     args = p.parse_args()
+    results_recorder(results_name(__file__), notes=args.note)
+    record_note("Times are wall-clock seconds on the machine named here, as loaded as its load average says.")
     if not args.no_table:
         report(*run(args))
     if args.figure:
         figure(args.figure)
+    write_results(args.out)
 
 
 if __name__ == "__main__":

@@ -44,6 +44,8 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
+from _common import (add_results_argument, record_data, record_note, record_table, results_name,  # noqa: E402
+                     results_recorder, write_results)
 from threadpoolctl import threadpool_limits  # noqa: E402
 
 from rvm_ppl.closed_form.evidence import fit_evidence_regression  # noqa: E402
@@ -177,14 +179,19 @@ def main_rvc(args):
             f"{'error':>6} {'logloss':>7} {'bound':>12} {'min step':>9}")
     print(head)
     print("-" * len(head))
+    table = []
     with threadpool_limits(1):
         for n in args.sizes:
             for i, seed in enumerate(args.seeds):
                 full_max = args.full_max if i < args.full_seeds else 0
-                rows, _ = run_rvc(n, seed, args.reps, full_max, args.fits)
+                rows, traces = run_rvc(n, seed, args.reps, full_max, args.fits)
                 for n_, s, name, secs, it, k, err, loss, bound, step in rows:
                     print(f"{n_:>5} {s:>4} {name:<9} {secs:>7.2f} {it:>5} {k:>4} {err:>6.3f} "
                           f"{loss:>7.4f} {bound:>12.3f} {step:>9.1e}", flush=True)
+                    table.append([n_, s, name, round(secs, 3), it, k, err, loss, bound, step])
+                record_data(f"bound_traces N={n} seed={seed}", traces)
+    record_table("RVC on two Gaussian blobs: vb against the full-sweep vb",
+                 ["N", "seed", "fit", "time s", "iter", "k", "error", "logloss", "bound", "min step"], table)
 
 
 def main():
@@ -199,16 +206,21 @@ def main():
     p.add_argument("--fits", nargs="+", default=["vb", "vb-full", "evidence"],
                    choices=["vb", "vb-full", "evidence"])
     p.add_argument("--part", choices=["rvr", "rvc"], default="rvr")
+    add_results_argument(p)
     args = p.parse_args()
     warnings.simplefilter("ignore")  # convergence warnings show up as n_iter in the table
+    results_recorder(results_name(__file__, args.part if args.part != "rvr" else None), notes=args.note)
+    record_note("time s: the fastest of --reps fits, wall-clock on the machine named here, as loaded as its load "
+                "average says.")
     if args.part == "rvc":
         main_rvc(args)
+        write_results(args.out)
         return
     head = (f"{'N':>5} {'seed':>4} {'fit':<9} {'time s':>7} {'iter':>5} {'k':>4} {'RVs':>4} "
             f"{'RMS':>7} {'noise':>7} {'bound / log ev.':>16} {'min step':>9}")
     print(head)
     print("-" * len(head))
-    all_traces = []
+    all_traces, table = [], []
     with threadpool_limits(1):
         for n in args.sizes:
             for i, seed in enumerate(args.seeds):
@@ -217,7 +229,12 @@ def main():
                 for n_, s, name, secs, it, k, rv, rms, noise, bound, step in rows:
                     print(f"{n_:>5} {s:>4} {name:<9} {secs:>7.2f} {it:>5} {k:>4} {rv:>4} "
                           f"{rms:>7.4f} {noise:>7.4f} {bound:>16.3f} {step:>9.1e}", flush=True)
+                    table.append([n_, s, name, round(secs, 3), it, k, rv, rms, noise, bound, step])
                 all_traces.append((n, seed, traces))
+                record_data(f"bound_traces N={n} seed={seed}", traces)
+    record_table("RVR on noisy sinc: sequential vb, full-sweep vb and the evidence fit",
+                 ["N", "seed", "fit", "time s", "iter", "k", "RVs", "RMS", "noise", "bound / log ev.", "min step"],
+                 table)
     print("\nBound traces (iteration: bound), sampled:")
     for n, seed, traces in all_traces:
         for name, tr in traces.items():
@@ -226,6 +243,7 @@ def main():
             ok = np.all(np.diff(tr) >= -1e-9 * np.abs(tr[1:]))
             mono = "non-decreasing" if ok else "DECREASES"
             print(f"N = {n}, seed {seed}, {name} ({mono}): {pts}")
+    write_results(args.out)
 
 
 if __name__ == "__main__":
