@@ -29,9 +29,9 @@ from rvm_ppl.pymc_fitters.results import (
     COMPILE_MODE,
     DRAWS,
     _check_model,
+    _compilation,
     _data,
     _model_idata,
-    _quiet_compilation,
     _result,
     _seeds,
 )
@@ -209,7 +209,7 @@ def advi_result(
         stack.enter_context(blas_limit(blas_threads))
         stack.enter_context(pytensor.config.change_flags(mode=compile_mode))
         stack.enter_context(model)
-        stack.enter_context(_quiet_compilation())
+        stack.enter_context(_compilation())
         stack.enter_context(bar)
         try:
             approx = pm.fit(**kwargs)

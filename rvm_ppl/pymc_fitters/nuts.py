@@ -35,9 +35,9 @@ from rvm_ppl.pymc_fitters.results import (
     TUNE,
     _check_model,
     _checked_draws,
+    _compilation,
     _labelled,
     _model_idata,
-    _quiet_compilation,
     _replace,
     _result,
     _seeds,
@@ -208,7 +208,7 @@ def nuts_result(
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()
-    with blas_limit(blas_threads), softplus_precisions(model), _quiet_compilation():
+    with blas_limit(blas_threads), softplus_precisions(model), _compilation():
         trace = pm.sample(**kwargs)
     wall = time.perf_counter() - t0
 

@@ -175,14 +175,24 @@ def _pytensor_blas():
 
 
 @contextlib.contextmanager
-def _quiet_compilation():
-    """Silence what the compilers say about performance, not about correctness.
+def _compilation():
+    """The compile settings of every PyMC fit: reproducible arithmetic, quiet performance notes.
+
+    PyTensor compiles its NUMBA functions with fast-math by default (``reassoc``,
+    ``contract``, ...), which lets LLVM reorder and fuse floating-point operations
+    differently when a graph is compiled fresh with its callees than when it is
+    loaded from PyTensor's on-disk cache (``base_compiledir/numba``): the log density
+    then differed in its last bit between a cold and a warm cache, and NUTS tuning
+    grew that into different draws for the same seed. Without fast-math the numbers
+    depend only on the inputs and the seed.
 
     numba notes that a matrix-vector product meets a transposed, hence
     non-contiguous, M x M array: harmless at these sizes.
     """
+    import pytensor
+
     _pytensor_blas()
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), pytensor.config.change_flags(numba__fastmath=False):
         warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
         yield
 
