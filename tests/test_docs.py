@@ -94,9 +94,6 @@ MEASUREMENTS_NOT_YET_MOVED = {
     "rvm_ppl/closed_form/engine.py",
     "rvm_ppl/closed_form/evidence.py",
     "rvm_ppl/closed_form/vb.py",
-    "rvm_ppl/estimators/base.py",
-    "rvm_ppl/estimators/classifier.py",
-    "rvm_ppl/estimators/regressor.py",
 }
 # A duration ("0.5 ms", "15-40 s", "3 seconds") or the word "measured".
 _MEASUREMENT = re.compile(

@@ -289,7 +289,7 @@ def _atomic(fit):
     first (unless scikit-learn's ``skip_parameter_validation`` is set), and the
     fit runs with nested validation skipped: what ``sklearn.base._fit_context``
     does for an estimator that takes no scikit-learn callbacks, without
-    importing the callback machinery (40-50 ms on a process's first fit).
+    importing the callback machinery, which a process's first fit would pay for.
     """
 
     @functools.wraps(fit)

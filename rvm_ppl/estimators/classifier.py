@@ -62,12 +62,10 @@ class RVC(ClassifierMixin, _RVMBase):
         approximation with the block Hessian), advi or nuts; vb is
         one-vs-rest only. With two classes ``"multinomial"`` fits the
         softmax model with two weight vectors too. The default is
-        ``"ovr"`` because it measured better and faster: on scikit-learn's
-        digits (898 training / 899 test images, 10 classes, evidence) the
-        test error was 4.00 % (log loss 0.178) in 1.5 s for one-vs-rest
-        against 4.23 % (0.194) in 83 s with shared ``alpha`` and 5.01 %
-        (0.186) in 38 s with per-class ``alpha`` for the multinomial model
-        (``benchmarks/bench_multiclass.py``).
+        ``"ovr"`` because on scikit-learn's digits one-vs-rest was both more
+        accurate and much faster than either multinomial model (the
+        user guide, "More than two classes";
+        ``benchmarks/bench_multiclass.py``).
     shared_alpha : bool
         ``multi_class="multinomial"`` only: one ``alpha`` per basis function
         for all classes (a basis enters or leaves every class's model at

@@ -125,8 +125,9 @@ class RVR(RegressorMixin, _RVMBase):
     random_state : int, RandomState or None
         Seeds every random draw (PyMC's ``random_seed`` for advi and nuts).
     blas_threads : int or None
-        BLAS threads during ``fit`` (default 1, the fastest setting measured
-        on 2-core machines; ``None`` leaves the BLAS library's default).
+        BLAS threads during ``fit`` (default 1; see
+        :func:`rvm_ppl.core.linalg.blas_limit`; ``None`` leaves the BLAS
+        library's default).
     progressbar : bool
         Show the sampler's progress bars while nuts runs (as :func:`pymc.sample`
         does), a bar for advi that ends when its convergence test stops it,
