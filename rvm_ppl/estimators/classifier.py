@@ -64,7 +64,7 @@ class RVC(ClassifierMixin, _RVMBase):
         softmax model with two weight vectors too. The default is
         ``"ovr"`` because on scikit-learn's digits one-vs-rest was both more
         accurate and much faster than either multinomial model (the
-        user guide, "More than two classes";
+        user guide, "Multi-class: one-vs-rest or one softmax model";
         ``benchmarks/bench_multiclass.py``).
     shared_alpha : bool
         ``multi_class="multinomial"`` only: one ``alpha`` per basis function
