@@ -80,6 +80,7 @@ from rvm_ppl.closed_form.bernoulli import (
     STALL_ITERATIONS,
     STEP_MIN,
 )
+from rvm_ppl.closed_form.driver import as_mask, decide
 from rvm_ppl.closed_form.evidence import (
     ADD,
     ALIGNMENT_MAX,
@@ -87,7 +88,6 @@ from rvm_ppl.closed_form.evidence import (
     INIT_ALPHA_MAX,
     MIN_DELTA_LOG_ALPHA,
     REESTIMATE,
-    _decide,
     choose_action,
     warn_not_converged,
 )
@@ -412,28 +412,28 @@ def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_A
     -------
     rvm_ppl.closed_form.evidence.Decision
     """
-    M = S.shape[0]
     act = np.asarray(active, dtype=int)
+    alpha = np.asarray(alpha, dtype=float)
+    gains = group_gains(S, Q, act, alpha, as_mask(blocked, S.shape[0]))
+    return decide(act, alpha, gains, tol)
+
+
+def group_gains(S, Q, act, alpha, blocked):
+    """:func:`rvm_ppl.closed_form.driver.scalar_gains` for groups sharing one ``alpha`` (:func:`group_gain`)."""
+    M = S.shape[0]
     in_model = np.zeros(M, dtype=bool)
     in_model[act] = True
     alpha_of = np.full(M, np.inf)
     alpha_of[act] = alpha
     lam, qt2 = group_out_factors(S, Q, alpha_of)
     new_alpha, lmax = _maximise_group(lam, qt2)
-    dl = np.zeros(M)
     relevant = np.isfinite(new_alpha)
-    re = act[relevant[act]]
-    de = act[~relevant[act]]
+    delete = ~relevant[act]
     cur = group_gain(alpha_of[act], lam[act], qt2[act])
-    dl[re] = lmax[re] - cur[relevant[act]]
-    dl[de] = -cur[~relevant[act]]
-    cand = ~in_model & relevant
-    if len(blocked):
-        cand[list(blocked)] = False
-    ad = np.flatnonzero(cand)
-    dl[ad] = lmax[ad]
-    alpha_for_tol = np.where(in_model, alpha_of, 0.0)
-    return _decide(dl, new_alpha, alpha_for_tol, in_model, re, de, ad, tol)
+    gain_a = np.where(delete, -cur, lmax[act] - cur)
+    new_a = np.where(delete, np.inf, new_alpha[act])
+    ad = np.flatnonzero(~in_model & relevant & ~blocked)
+    return ad, lmax[ad], new_alpha[ad], gain_a, new_a, delete
 
 
 # -- the statistics of every candidate at the current mode ----------------------------
