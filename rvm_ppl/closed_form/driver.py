@@ -351,7 +351,8 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
         ``n_iter``, ``converged``, ``counts`` (actions, ``"aligned"``: newly
         blocked candidates, ``"refused"``, ``"cycling"``), ``blocker``
         (candidate -> blocking basis; ``M``: refused; ``-1``: none) and
-        ``aligned`` (the blocked candidates at the end).
+        ``aligned`` (the blocked candidates at the end), ``gains`` (the
+        predicted gain of every step taken).
     """
     M = model.M
     blocker = np.full(M, -1)
@@ -372,6 +373,7 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
         else:
             seen["since"] += 1
 
+    gains = []  # the predicted gain of every step taken
     converged, it = False, 0
     for it in range(1, max_iter + 1):
         d = _decide(model, blocker >= 0, tol, min_gain)
@@ -389,6 +391,7 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
             break
         if not d.terminate:
             j = d.index
+            gains.append(d.gain)
             pen0 = model.penalty()
             before = model.logml + pen0
             if d.action == ADD:
@@ -437,7 +440,8 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
         if warn_not_converged is not None:
             warn_not_converged(max_iter)
     aligned = np.flatnonzero((blocker >= 0) & (blocker < M))
-    return dict(n_iter=it, converged=converged, counts=counts, blocker=blocker, aligned=aligned)
+    return dict(n_iter=it, converged=converged, counts=counts, blocker=blocker, aligned=aligned,
+                gains=np.asarray(gains))
 
 
 def _decide(model, blocked, tol, min_gain):
