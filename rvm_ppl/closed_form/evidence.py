@@ -76,6 +76,7 @@ from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
     PREFETCH_CHEAP,
     REESTIMATE,
     ZERO_FACTOR,
+    initial_noise_precision,
 )
 from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
     Decision,
@@ -1242,7 +1243,7 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
     var_t = float(np.var(t))
     beta_max = BETA_MAX_FACTOR / max(var_t, np.finfo(float).tiny)
     if beta is None:
-        beta = 1.0 / (GAUSSIAN_SNR_INIT * max(np.sqrt(var_t), 1e-6)) ** 2
+        beta = initial_noise_precision(var_t)
     beta = float(min(beta, beta_max)) if not fixed_beta else float(beta)
 
     if isinstance(warm_start, EvidenceResult):
@@ -1337,7 +1338,7 @@ def fit_evidence_full(
     var_t = float(np.var(t))
     beta_max = BETA_MAX_FACTOR / max(var_t, np.finfo(float).tiny)
     if beta is None:
-        beta = 1.0 / (GAUSSIAN_SNR_INIT * max(np.sqrt(var_t), 1e-6)) ** 2
+        beta = initial_noise_precision(var_t)
     basis = DenseBasis(Phi / scale)
     model = _Model(basis, t, np.ones(M), basis.Phi.T @ t, float(beta))
     PtP = basis.Phi.T @ basis.Phi
