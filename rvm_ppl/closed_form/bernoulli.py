@@ -30,7 +30,7 @@ there it costs little, and the frozen schedule, though not lower on average,
 can end at a lower local maximum of the evidence.
 
 Unlike the Gaussian case, the recorded Laplace log evidence
-(:func:`laplace_log_evidence`) is **not** guaranteed to increase at every
+(Tipping 2001, §3) is **not** guaranteed to increase at every
 step: the action is chosen with ``B`` frozen at the old mode, and the mode
 (and with it ``B`` and the Laplace correction) moves after the action. The
 decreases are small and are recorded in ``log_evidence_trace`` as they
@@ -172,32 +172,6 @@ def posterior_mode(
         Phi, np.zeros(Phi.shape[1], dtype=int), laplace.BernoulliLogit(t), alpha, w0,
         max_iter=max_iter, grad_tol=grad_tol, step_min=step_min)
     return PosteriorMode(w, L, log_lik, n_iter, grad_max, ill)
-
-
-def laplace_log_evidence(Phi, t, alpha):
-    """Laplace approximation to the log evidence of a Bernoulli RVM at fixed ``alpha``.
-
-    Finds the posterior mode with :func:`posterior_mode` and returns
-    ``log P(t | mu) - mu^T A mu / 2 + sum log(alpha) / 2 - log|H| / 2``, the
-    log of the Gaussian integral of ``P(t | w) p(w | alpha)`` around the mode.
-    ``alpha = inf`` drops the column. A reference for tests, like
-    :func:`rvm_ppl.closed_form.evidence.log_evidence_dense`.
-
-    Parameters
-    ----------
-    Phi : ndarray of shape (N, M)
-    t : ndarray of shape (N,)
-        Targets in {0, 1}.
-    alpha : ndarray of shape (M,)
-
-    Returns
-    -------
-    float
-    """
-    alpha = np.asarray(alpha, dtype=float)
-    keep = np.isfinite(alpha)
-    mode = posterior_mode(np.asarray(Phi, dtype=float)[:, keep], t, alpha[keep])
-    return laplace.log_evidence(mode.log_likelihood, mode.mu, alpha[keep], mode.L)
 
 
 class _Laplace:

@@ -47,7 +47,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import lapack
 from sklearn.exceptions import ConvergenceWarning
 
 from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
@@ -86,10 +85,13 @@ from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
     noise_due,
     scalar_gains,
 )
+from rvm_ppl.core.gaussian import log_evidence as gaussian_log_evidence
 from rvm_ppl.core.linalg import (
     cho_covariance,
     cho_logdet,
+    cho_solve,
     cholesky_jittered,
+    cholesky_or_none,
     solve_lower,
     solve_lower_t_right,
 )
@@ -710,8 +712,8 @@ class _Model:
         if not self.active:
             return 0.0
         beta = self.beta
-        L = _chol(self.precision(beta))
-        mu = beta * _cho_solve(L, self.proj[self.act_idx])
+        L = cholesky_jittered(self.precision(beta), what="posterior precision of the weights")
+        mu = beta * cho_solve(L, self.proj[self.act_idx])
         Gi = self.GA[idx]
         B = solve_lower_t_right(L, Gi)  # rows L^{-1} Phi_A^T phi_m
         S = beta - beta**2 * np.einsum("ij,ij->i", B, B)
@@ -738,8 +740,8 @@ class _Model:
         beta = self.beta if beta is None else beta
         M = len(self.active)
         if M:
-            L = _chol(self.precision(beta))  # Tipping (2001) eq. (12)
-            Sigma = _cho_covariance(L)
+            L = cholesky_jittered(self.precision(beta), what="posterior precision of the weights")  # Tipping (2001) eq. (12)
+            Sigma = cho_covariance(L)
             mu = beta * Sigma @ self.proj[self.act_idx]  # eq. (13)
             resid = self.t - self.cols @ mu
             if factors:
@@ -756,14 +758,7 @@ class _Model:
             logdet_H = 0.0
         ED = float(resid @ resid)
         # Tipping (2001) eq. (15) written through the M x M Cholesky factor.
-        logml = 0.5 * (
-            self.N * np.log(beta)
-            - beta * ED
-            - float(np.sum(self.alpha * mu**2))
-            + float(np.sum(np.log(self.alpha)))
-            - logdet_H
-            - self.N * np.log(2 * np.pi)
-        )
+        logml = gaussian_log_evidence(self.N, beta, self.alpha, mu, ED, logdet_H)
         return dict(beta=beta, Sigma=Sigma, mu=mu, S=S, Q=Q, ED=ED, logml=logml)
 
     def result(self, trace, n_iter, converged, *, aligned=(), counts=None, priors=None,
@@ -937,30 +932,6 @@ def _state_result(scale, active, alpha, mu, Sigma, S, Q, beta, logml, trace, n_i
         objective=logml + prior_penalty(alpha_all, beta, priors),
         objective_trace=np.asarray(trace if objective_trace is None else objective_trace),
     )
-
-
-def _chol(H):
-    """Lower Cholesky factor by LAPACK, with :func:`cholesky_jittered` when that fails.
-
-    The direct call skips scipy's argument checking, which costs more than
-    the factorisation of the small matrices met in every iteration.
-    """
-    c, info = lapack.dpotrf(H, lower=1, clean=1)
-    if info == 0 and np.isfinite(c[-1, -1]):  # a NaN anywhere in H reaches c[-1, -1]
-        return c
-    return cholesky_jittered(H, what="posterior precision of the weights")
-
-
-def _cho_solve(L, b):
-    """Solve ``(L L^T) x = b`` (LAPACK ``potrs``)."""
-    x, _ = lapack.dpotrs(L, b, lower=1)
-    return x
-
-
-def _cho_covariance(L):
-    """``(L L^T)^{-1} = L^{-T} L^{-1}`` (LAPACK ``trtri``), the posterior covariance itself."""
-    Linv, _ = lapack.dtrtri(L, lower=1)
-    return Linv.T @ Linv
 
 
 def _gram(basis, idx):
@@ -1432,9 +1403,9 @@ def newton_direction(g, H):
     while lam <= 1e8 * top:
         P = -H
         P.flat[:: n + 1] += lam
-        c, info = lapack.dpotrf(P, lower=1, clean=1)
-        if info == 0 and np.isfinite(c[-1, -1]):  # as in _chol, without its jitter
-            step = _cho_solve(c, g)
+        c = cholesky_or_none(P)
+        if c is not None:
+            step = cho_solve(c, g)
             largest = max(float(np.max(np.abs(step))), np.finfo(float).tiny)
             return step * min(1.0, POLISH_MAX_STEP / largest)
         lam = 1e-8 * top if lam == 0.0 else 10.0 * lam
