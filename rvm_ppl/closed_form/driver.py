@@ -67,7 +67,10 @@ def add_gain(S, Q):
 
 
 def add_alpha(S, Q):
-    """The ``alpha = s^2 / (q^2 - s)`` a relevant candidate enters with (eq. 20). Element-wise."""
+    """Return the ``alpha = s^2 / (q^2 - s)`` a relevant candidate enters with (eq. 20).
+
+    Element-wise.
+    """
     return S * S / (Q * Q - S)
 
 
@@ -89,7 +92,8 @@ def member_gains(S, Q, alpha):
     new = np.full(alpha.size, _INF)
     new[re] = np.maximum(sa[re] ** 2 / fa[re], _TINY)
     delta = 1.0 / new[re] - 1.0 / alpha[re]
-    gain[re] = 0.5 * (delta * Q[re] ** 2 / (S[re] * delta + 1.0) - np.log1p(S[re] * delta))  # eq. (32)
+    # eq. (32), halved
+    gain[re] = 0.5 * (delta * Q[re] ** 2 / (S[re] * delta + 1.0) - np.log1p(S[re] * delta))
     gain[delete] = -0.5 * (qa[delete] ** 2 / (sa[delete] + alpha[delete])
                            - np.log1p(sa[delete] / alpha[delete]))  # eq. (37)
     return gain, new, delete
@@ -129,15 +133,20 @@ def scalar_gains(S, Q, act, alpha, blocked):
 
 
 def top_candidates(idx, gains, n):
-    """The ``n`` entries of ``idx`` with the largest ``gains``, best first (ties: lower index)."""
+    """Return the ``n`` entries of ``idx`` with the largest ``gains``, best first.
+
+    ``idx`` is ascending; equal gains are taken, and listed, in index order.
+    """
     if idx.size > n:
-        part = np.argpartition(-gains, n - 1)[:n]
-        idx, gains = idx[part], gains[part]
-    return idx[np.argsort(-gains, kind="mergesort")]
+        kth = np.partition(gains, idx.size - n)[idx.size - n]  # the n-th largest gain
+        keep = gains > kth
+        keep[np.flatnonzero(gains == kth)[: n - np.count_nonzero(keep)]] = True
+        idx, gains = idx[keep], gains[keep]
+    return idx[np.lexsort((idx, -gains))]
 
 
 def prefer(act, alpha, gain_a, new_a, delete, best_add, add_gain_, add_alpha_, tol, min_gain):
-    """The best action, with SparseBayes's preferences, from the gains of every candidate.
+    """Choose the best action, with SparseBayes's preferences, from every candidate's gain.
 
     A pending deletion wins over everything (the best deletion); otherwise
     the best re-estimation, unless the best addition (``best_add``, ``-1``
@@ -235,12 +244,12 @@ def release_refused(blocker):
     blocker[blocker == blocker.size] = -1
 
 
-_SHARED = ("relevant", "add_gain", "add_alpha", "member_gains", "prefer", "noise_due", "block_aligned",
-           "release", "reblock", "release_refused")
+_SHARED = ("relevant", "add_gain", "add_alpha", "member_gains", "prefer", "noise_due",
+           "block_aligned", "release", "reblock", "release_refused")
 
 
 def compiled(jit):
-    """The decision functions compiled by ``jit`` (e.g. ``numba.njit(cache=True)``), by name.
+    """Compile the decision functions with ``jit`` (e.g. ``numba.njit(cache=True)``), by name.
 
     Each is compiled from this module's code object, with globals in which
     the shared names are the compiled versions: the compiled backend runs
@@ -275,13 +284,13 @@ class Decision:
 
 
 def decision(action, index, new_alpha, gain, terminate, add_order):
-    """A :class:`Decision` from the tuple of :func:`prefer`."""
-    return Decision(ACTIONS[int(action)], int(index), float(new_alpha), float(gain), bool(terminate),
-                    add_order)
+    """Return a :class:`Decision` from the tuple of :func:`prefer`."""
+    return Decision(ACTIONS[int(action)], int(index), float(new_alpha), float(gain),
+                    bool(terminate), add_order)
 
 
 def as_mask(blocked, M):
-    """A boolean mask of shape (M,) from a mask or a collection of indices."""
+    """Return a boolean mask of shape (M,) from a mask or a collection of indices."""
     if isinstance(blocked, np.ndarray) and blocked.dtype == bool:
         return blocked
     mask = np.zeros(M, dtype=bool)
@@ -450,7 +459,7 @@ def _decide(model, blocked, tol, min_gain):
 
 
 def decide(act, alpha, gains, tol, min_gain=0.0):
-    """A :class:`Decision` from the tuple of :func:`scalar_gains` (or a likelihood's equivalent)."""
+    """Return a :class:`Decision` from :func:`scalar_gains` (or a likelihood's equivalent)."""
     ad, gain_ad, alpha_ad, gain_a, new_a, delete = gains
     p = int(np.argmax(gain_ad)) if ad.size else -1  # the first best: the lowest index among ties
     d = prefer(act, alpha, gain_a, new_a, delete, ad[p] if ad.size else -1,

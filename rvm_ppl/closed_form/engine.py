@@ -1,13 +1,15 @@
 """One ascent of the fast sequential evidence maximisation, compiled (Numba).
 
-The same algorithm as :func:`rvm_ppl.closed_form.evidence._fit_sequential` for the
-plain evidence (no hyperpriors) on an explicit design matrix: the same
-decisions (:func:`rvm_ppl.closed_form.evidence.choose_action`), the same rank-one
-updates (Tipping & Faul 2003, Appendix A), the same drift check, noise
-schedule, alignment test, Newton polish and stopping rule. What it removes is the
-interpreter: the Python loop spends 100-200 microseconds per iteration on
-calls into NumPy for vectors of a few hundred entries, which up to
-N = 1000 is most of a fit.
+The Gaussian statistics of :class:`rvm_ppl.closed_form.evidence._Model` (the
+rank-one updates of Tipping & Faul 2003, Appendix A, the drift check, the
+noise update and the Newton polish) on an explicit design matrix, with the
+plain evidence (no hyperpriors). Its decisions are the sequential driver's:
+the gains, the choice with SparseBayes's preferences, the noise schedule and
+the alignment test are the functions of :mod:`rvm_ppl.closed_form.driver`
+compiled from their own code (``driver.compiled``), not copies. What the
+engine removes is the interpreter: the Python loop spends 100-200
+microseconds per iteration on calls into NumPy for vectors of a few hundred
+entries, which up to N = 1000 is most of a fit.
 
 The design matrix is materialised (``N x M``, C order; the engine divides
 by the column norms itself), so the engine serves small and mid-sized

@@ -13,10 +13,15 @@ precisions, ``beta`` noise precision, ``Sigma`` and ``mu`` the posterior of the
 weights in the model, ``S, Q`` the sparsity and quality factors with the
 basis function in the model, ``s, q`` with it left out.
 
-Each climb runs in a compiled loop (:mod:`rvm_ppl.closed_form.engine`) when
-the basis fits in memory as a dense matrix and the fit uses no hyperprior,
-callback or progress logging; the loop below is the reference it follows
-decision for decision, and serves every other case.
+The decisions (which candidate to add, re-estimate or delete, the noise
+schedule, the alignment test, the refusal of additions the exact evidence
+does not confirm, when to stop) are those of the sequential driver
+(:mod:`rvm_ppl.closed_form.driver`), which runs the climb over
+:class:`_Model`, the Gaussian statistics with Tipping & Faul's rank-one
+updates. Large problems run in a compiled loop
+(:mod:`rvm_ppl.closed_form.engine`) when the basis fits in memory as a dense
+matrix and the fit uses no hyperprior, callback or progress logging; it
+calls the driver's decision functions compiled by Numba.
 
 Every action is chosen because it raises ``L``; the noise update is a
 MacKay fixed-point step that is accepted only if it raises ``L`` too (with

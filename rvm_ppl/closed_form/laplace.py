@@ -50,9 +50,11 @@ class BernoulliLogit:
         return float(np.sum(self.t * a - np.logaddexp(0.0, a)))
 
     def residual(self, F):
+        """``d log P / d f = t - sigma(f)``."""
         return (self.t - expit(F[:, 0]))[:, None]
 
     def weights(self, F):
+        """``d = y (1 - y)`` with ``y = sigma(f)``, ``u = None``."""
         y = expit(F[:, 0])
         return (y * (1 - y))[:, None], None  # B = diag(y_n (1 - y_n)), eq. (25)
 
@@ -68,12 +70,15 @@ class Softmax:
         self.K = self.T.shape[1]
 
     def log_likelihood(self, F):
+        """``sum_nk t_nk f_nk - sum_n log sum_k exp(f_nk)`` (eq. 28)."""
         return float(np.sum(self.T * F) - np.sum(logsumexp(F, axis=1)))
 
     def residual(self, F):
+        """``d log P / d f = T - Y`` with ``Y = softmax(f)``."""
         return self.T - softmax(F, axis=1)
 
     def weights(self, F):
+        """``d = u = Y``: ``W_n = diag(y_n) - y_n y_n^T``."""
         Y = softmax(F, axis=1)
         return Y, Y  # B_n = diag(y_n) - y_n y_n^T (Nabney 1999)
 
