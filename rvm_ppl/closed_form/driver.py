@@ -86,16 +86,22 @@ def member_gains(S, Q, alpha):
     denom = alpha - S
     sa, qa = alpha * S / denom, alpha * Q / denom  # eqs. (23)-(24)
     fa = qa**2 - sa
-    re = fa > ZERO_FACTOR
-    delete = ~re
-    gain = np.zeros(alpha.size)
-    new = np.full(alpha.size, _INF)
-    new[re] = np.maximum(sa[re] ** 2 / fa[re], _TINY)
-    delta = 1.0 / new[re] - 1.0 / alpha[re]
-    # eq. (32), halved
-    gain[re] = 0.5 * (delta * Q[re] ** 2 / (S[re] * delta + 1.0) - np.log1p(S[re] * delta))
-    gain[delete] = -0.5 * (qa[delete] ** 2 / (sa[delete] + alpha[delete])
-                           - np.log1p(sa[delete] / alpha[delete]))  # eq. (37)
+    delete = ~(fa > ZERO_FACTOR)
+    gain = np.empty(alpha.size)
+    new = np.empty(alpha.size)
+    if delete.any():
+        re = ~delete
+        new[delete] = _INF
+        # eq. (37), halved
+        gain[delete] = -0.5 * (qa[delete] ** 2 / (sa[delete] + alpha[delete])
+                               - np.log1p(sa[delete] / alpha[delete]))
+        sa, fa, S, Q, alpha = sa[re], fa[re], S[re], Q[re], alpha[re]
+    else:
+        re = ~delete
+    nr = np.maximum(sa**2 / fa, _TINY)  # eq. (20)
+    delta = 1.0 / nr - 1.0 / alpha
+    new[re] = nr
+    gain[re] = 0.5 * (delta * Q**2 / (S * delta + 1.0) - np.log1p(S * delta))  # eq. (32), halved
     return gain, new, delete
 
 
@@ -125,11 +131,13 @@ def scalar_gains(S, Q, act, alpha, blocked):
         Gain and new ``alpha`` (``inf`` for a deletion) of each basis in the model.
     delete : ndarray of bool, shape (k,)
     """
-    cand = relevant(S, Q) & ~blocked
+    cand = relevant(S, Q)
+    cand &= ~blocked
     cand[act] = False
-    ad = np.flatnonzero(cand)
+    ad = cand.nonzero()[0]
+    Sd, Qd = S[ad], Q[ad]
     gain_a, new_a, delete = member_gains(S[act], Q[act], alpha)
-    return ad, add_gain(S[ad], Q[ad]), add_alpha(S[ad], Q[ad]), gain_a, new_a, delete
+    return ad, add_gain(Sd, Qd), add_alpha(Sd, Qd), gain_a, new_a, delete
 
 
 def top_candidates(idx, gains, n):
@@ -140,9 +148,9 @@ def top_candidates(idx, gains, n):
     if idx.size > n:
         kth = np.partition(gains, idx.size - n)[idx.size - n]  # the n-th largest gain
         keep = gains > kth
-        keep[np.flatnonzero(gains == kth)[: n - np.count_nonzero(keep)]] = True
+        keep[(gains == kth).nonzero()[0][: n - np.count_nonzero(keep)]] = True
         idx, gains = idx[keep], gains[keep]
-    return idx[np.lexsort((idx, -gains))]
+    return idx[np.argsort(-gains, kind="mergesort")]  # stable: idx stays ascending among ties
 
 
 def prefer(act, alpha, gain_a, new_a, delete, best_add, add_gain_, add_alpha_, tol, min_gain):
@@ -166,14 +174,13 @@ def prefer(act, alpha, gain_a, new_a, delete, best_add, add_gain_, add_alpha_, t
     terminate : bool
     """
     best, action, gain, new, old = -1, ADD_CODE, 0.0, _INF, _INF
-    pending = np.any(delete)
-    if pending:
-        dk = np.flatnonzero(delete)
-        i = dk[np.argmax(gain_a[dk])]
+    if delete.any():
+        dk = delete.nonzero()[0]
+        i = dk[gain_a[dk].argmax()]
         best, action, gain = act[i], DELETE_CODE, gain_a[i]
     else:
         if act.size:
-            i = np.argmax(gain_a)
+            i = gain_a.argmax()
             best, action, gain, new, old = act[i], REESTIMATE_CODE, gain_a[i], new_a[i], alpha[i]
         if best_add >= 0 and (add_gain_ > gain or best < 0):
             best, action, gain, new = best_add, ADD_CODE, add_gain_, add_alpha_
@@ -461,7 +468,7 @@ def _decide(model, blocked, tol, min_gain):
 def decide(act, alpha, gains, tol, min_gain=0.0):
     """Return a :class:`Decision` from :func:`scalar_gains` (or a likelihood's equivalent)."""
     ad, gain_ad, alpha_ad, gain_a, new_a, delete = gains
-    p = int(np.argmax(gain_ad)) if ad.size else -1  # the first best: the lowest index among ties
+    p = int(gain_ad.argmax()) if ad.size else -1  # the first best: the lowest index among ties
     d = prefer(act, alpha, gain_a, new_a, delete, ad[p] if ad.size else -1,
                gain_ad[p] if ad.size else 0.0, alpha_ad[p] if ad.size else 0.0, tol, min_gain)
     return decision(*d, top_candidates(ad, gain_ad, ADD_ORDER))

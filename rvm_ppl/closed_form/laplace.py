@@ -12,7 +12,9 @@ over the likelihood, an object with
 - ``weights(F)``: the negated Hessian in ``f_n`` as ``W_n = diag(d_n) -
   u_n u_n^T``: ``(d, u)`` of shape ``(N, K)`` each, ``u = None`` for a
   diagonal ``W`` (Bernoulli: ``d = y (1 - y)``; softmax: ``d = u = y``,
-  Nabney 1999; a Poisson likelihood would give ``d = exp(f)``).
+  Nabney 1999; a Poisson likelihood would give ``d = exp(f)``);
+- ``derivatives(F)``: ``(residual(F), *weights(F))`` from one evaluation
+  of the link, which the Newton iterations use.
 
 :func:`posterior_mode` finds the mode of ``log P(t | w) - w^T A w / 2``
 (eq. 24) by Newton's method (iteratively re-weighted least squares, as
@@ -55,8 +57,12 @@ class BernoulliLogit:
 
     def weights(self, F):
         """``d = y (1 - y)`` with ``y = sigma(f)``, ``u = None``."""
+        return self.derivatives(F)[1:]
+
+    def derivatives(self, F):
+        """``(t - y, y (1 - y), None)``: ``B = diag(y_n (1 - y_n))``, eq. (25)."""
         y = expit(F[:, 0])
-        return (y * (1 - y))[:, None], None  # B = diag(y_n (1 - y_n)), eq. (25)
+        return (self.t - y)[:, None], (y * (1 - y))[:, None], None
 
 
 class Softmax:
@@ -79,8 +85,12 @@ class Softmax:
 
     def weights(self, F):
         """``d = u = Y``: ``W_n = diag(y_n) - y_n y_n^T``."""
+        return self.derivatives(F)[1:]
+
+    def derivatives(self, F):
+        """``(T - Y, Y, Y)``: ``B_n = diag(y_n) - y_n y_n^T`` (Nabney 1999)."""
         Y = softmax(F, axis=1)
-        return Y, Y  # B_n = diag(y_n) - y_n y_n^T (Nabney 1999)
+        return self.T - Y, Y, Y
 
 
 def latent(cols, cls, w, K):
@@ -104,9 +114,10 @@ def neg_hessian(cols, cls, d, u, alpha):
 
     Entry ``(i, j)`` is ``sum_n c_ni c_nj (d_{n,k_i} [k_i = k_j] - u_{n,k_i} u_{n,k_j})``.
     """
-    D = cols * d[:, cls]
-    H = D.T @ cols
-    if d.shape[1] > 1:
+    if d.shape[1] == 1:
+        H = (cols * d).T @ cols
+    else:
+        H = (cols * d[:, cls]).T @ cols
         H *= cls[:, None] == cls[None, :]
     if u is not None:
         E = cols * u[:, cls]
@@ -169,10 +180,11 @@ def posterior_mode(cols, cls, lik, alpha, w0=None, *, max_iter=MAX_POSTMODE_ITS,
     error = -lik.log_likelihood(F) + 0.5 * float(np.sum(alpha * w**2))
     n_iter = 0
     for n_iter in range(max_iter + 1):  # n_iter counts the accepted steps
-        g = gradient(cols, cls, lik.residual(F), alpha, w)
+        R, d, u = lik.derivatives(F)
+        g = gradient(cols, cls, R, alpha, w)
         if J == 0 or np.max(np.abs(g)) < grad_tol or n_iter == max_iter:
             break
-        L, _ = factor(neg_hessian(cols, cls, *lik.weights(F), alpha))
+        L, _ = factor(neg_hessian(cols, cls, d, u, alpha))
         delta = cho_solve(L, g)  # Newton direction H^{-1} g
         step = 1.0
         while step >= step_min:
@@ -185,8 +197,9 @@ def posterior_mode(cols, cls, lik, alpha, w0=None, *, max_iter=MAX_POSTMODE_ITS,
             step /= 2
         else:
             break  # no step improves: at the minimum to working precision
-    g = gradient(cols, cls, lik.residual(F), alpha, w)
-    L, ill = factor(neg_hessian(cols, cls, *lik.weights(F), alpha))
+    R, d, u = lik.derivatives(F)
+    g = gradient(cols, cls, R, alpha, w)
+    L, ill = factor(neg_hessian(cols, cls, d, u, alpha))
     grad_max = float(np.max(np.abs(g))) if J else 0.0
     return w, L, lik.log_likelihood(F), F, n_iter, grad_max, ill
 
