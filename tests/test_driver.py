@@ -11,8 +11,9 @@ def test_the_compiled_engine_runs_the_drivers_code():
     # Compiled from the driver's own code objects, not from a copy kept in step.
     from rvm_ppl.closed_form import engine
 
-    for name in ("relevant", "add_gain", "add_alpha", "member_gains", "prefer", "noise_due",
-                 "block_aligned", "release", "reblock", "release_refused"):
+    for name in ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha",
+                 "reestimate_gain", "delete_gain", "prefer", "noise_due", "block_aligned", "release",
+                 "reblock", "release_refused"):
         assert engine._decisions[name].py_func.__code__ is getattr(driver, name).__code__
 
 

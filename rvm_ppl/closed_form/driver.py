@@ -10,7 +10,9 @@ likelihood is seen only through a small statistics interface (the class
 docstring of :func:`ascend`).
 
 The decision functions below (the gains :func:`relevant`,
-:func:`add_gain`, :func:`add_alpha`, :func:`member_gains`; the choice
+:func:`add_gain`, :func:`add_alpha`, :func:`left_out`,
+:func:`reestimate_alpha`, :func:`reestimate_gain`, :func:`delete_gain`,
+:func:`member_gains`; the choice
 :func:`prefer`; the noise schedule :func:`noise_due`; the alignment test
 :func:`block_aligned`, :func:`release`, :func:`reblock`,
 :func:`release_refused`) are plain NumPy functions written so that Numba
@@ -74,34 +76,52 @@ def add_alpha(S, Q):
     return S * S / (Q * Q - S)
 
 
+def left_out(S, Q, alpha):
+    """Faul & Tipping's ``s, q`` of a basis in the model (Tipping & Faul 2003, eqs. 23-24).
+
+    ``s = alpha S / (alpha - S)``, ``q = alpha Q / (alpha - S)``. Element-wise.
+    """
+    denom = alpha - S
+    return alpha * S / denom, alpha * Q / denom
+
+
+def reestimate_alpha(s, f):
+    """The re-estimated ``alpha~ = s^2 / (q^2 - s)`` (eq. 20), ``f = q^2 - s > 0``. Element-wise."""
+    return np.maximum(s * s / f, _TINY)
+
+
+def reestimate_gain(S, Q, alpha, new):
+    """Gain of moving a basis's precision from ``alpha`` to ``new``: eq. (32), halved. Element-wise."""
+    delta = 1.0 / new - 1.0 / alpha
+    return 0.5 * (delta * Q * Q / (S * delta + 1.0) - np.log1p(S * delta))
+
+
+def delete_gain(s, q, alpha):
+    """Gain of deleting a basis from the model: eq. (37), halved. Element-wise."""
+    return -0.5 * (q * q / (s + alpha) - np.log1p(s / alpha))
+
+
 def member_gains(S, Q, alpha):
     """Gain, new ``alpha`` and deletion flag of every basis in the model.
 
-    With the left-out factors ``s = alpha S / (alpha - S)``, ``q = alpha Q /
-    (alpha - S)`` (eqs. 23-24), a basis still relevant (``q^2 > s``) is
-    *re-estimated* to ``alpha~ = s^2 / (q^2 - s)`` (eq. 20), gaining eq.
-    (32) halved; otherwise it is *deleted*, gaining eq. (37) halved.
-    ``S, Q, alpha`` are arrays over the model.
+    With the left-out factors (:func:`left_out`), a basis still relevant
+    (``q^2 > s``) is *re-estimated* (:func:`reestimate_alpha`,
+    :func:`reestimate_gain`); otherwise it is *deleted*
+    (:func:`delete_gain`). ``S, Q, alpha`` are arrays over the model.
     """
-    denom = alpha - S
-    sa, qa = alpha * S / denom, alpha * Q / denom  # eqs. (23)-(24)
-    fa = qa**2 - sa
+    sa, qa = left_out(S, Q, alpha)
+    fa = qa * qa - sa
     delete = ~(fa > ZERO_FACTOR)
     gain = np.empty(alpha.size)
     new = np.empty(alpha.size)
+    re = ~delete
     if delete.any():
-        re = ~delete
         new[delete] = _INF
-        # eq. (37), halved
-        gain[delete] = -0.5 * (qa[delete] ** 2 / (sa[delete] + alpha[delete])
-                               - np.log1p(sa[delete] / alpha[delete]))
+        gain[delete] = delete_gain(sa[delete], qa[delete], alpha[delete])
         sa, fa, S, Q, alpha = sa[re], fa[re], S[re], Q[re], alpha[re]
-    else:
-        re = ~delete
-    nr = np.maximum(sa**2 / fa, _TINY)  # eq. (20)
-    delta = 1.0 / nr - 1.0 / alpha
+    nr = reestimate_alpha(sa, fa)
     new[re] = nr
-    gain[re] = 0.5 * (delta * Q**2 / (S * delta + 1.0) - np.log1p(S * delta))  # eq. (32), halved
+    gain[re] = reestimate_gain(S, Q, alpha, nr)
     return gain, new, delete
 
 
@@ -251,8 +271,9 @@ def release_refused(blocker):
     blocker[blocker == blocker.size] = -1
 
 
-_SHARED = ("relevant", "add_gain", "add_alpha", "member_gains", "prefer", "noise_due",
-           "block_aligned", "release", "reblock", "release_refused")
+_SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
+           "delete_gain", "member_gains", "prefer", "noise_due", "block_aligned", "release",
+           "reblock", "release_refused")
 
 
 def compiled(jit):

@@ -38,6 +38,7 @@ from rvm_ppl.closed_form import constants as _ev
 from rvm_ppl.closed_form import driver as _driver
 
 OK, FAILED = 0, 1
+_ZERO_FACTOR = _ev.ZERO_FACTOR
 ADD, REESTIMATE, DELETE = _driver.ADD_CODE, _driver.REESTIMATE_CODE, _driver.DELETE_CODE
 COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh", "polish", "refused")
 
@@ -56,7 +57,10 @@ _decisions = _driver.compiled(njit(cache=True, error_model="numpy"))
 _relevant = _decisions["relevant"]
 _add_gain = _decisions["add_gain"]
 _add_alpha = _decisions["add_alpha"]
-_member_gains = _decisions["member_gains"]
+_left_out = _decisions["left_out"]
+_reestimate_alpha = _decisions["reestimate_alpha"]
+_reestimate_gain = _decisions["reestimate_gain"]
+_delete_gain = _decisions["delete_gain"]
 _prefer = _decisions["prefer"]
 _noise_due = _decisions["noise_due"]
 _block_aligned = _decisions["block_aligned"]
@@ -266,7 +270,9 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
 
     The formulas and the preferences are the driver's functions, compiled;
     the pass finds the best addable candidate without building the arrays
-    of every candidate's gain. ``top`` receives the best addable candidates,
+    of every candidate's gain, and the gains of the model one basis at a time
+    (the driver's element-wise formulas on scalars; ``driver.member_gains``
+    applies them to arrays). ``top`` receives the best addable candidates,
     best first (ties: lower index) for the drift check. Returns ``(action,
     index, new alpha, gain, terminate, n_top)``.
     """
@@ -291,7 +297,19 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
             top[pos] = m
             top_gain[pos] = g
             n_top = min(n_top + 1, top.size)
-    gain_a, new_a, delete = _member_gains(S[act], Q[act], alpha)
+    k = act.size
+    gain_a, new_a, delete = np.empty(k), np.empty(k), np.zeros(k, dtype=np.bool_)
+    for i in range(k):  # driver.member_gains, one basis at a time
+        Sa, Qa, a = S[act[i]], Q[act[i]], alpha[i]
+        sa, qa = _left_out(Sa, Qa, a)
+        fa = qa * qa - sa
+        if fa > _ZERO_FACTOR:
+            new_a[i] = _reestimate_alpha(sa, fa)
+            gain_a[i] = _reestimate_gain(Sa, Qa, a, new_a[i])
+        else:
+            new_a[i] = np.inf
+            gain_a[i] = _delete_gain(sa, qa, a)
+            delete[i] = True
     action, best, new, gain, terminate = _prefer(act, alpha, gain_a, new_a, delete, best_add, best_gain,
                                                  best_alpha, tol, 0.0)
     return action, best, new, gain, terminate, n_top
