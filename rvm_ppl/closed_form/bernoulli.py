@@ -556,7 +556,7 @@ def fit_evidence_bernoulli(
     line = FitProgress("evidence (Laplace)", "log evidence", show=progressbar)
     run = ascend(
         model, max_iter=max_iter, tol=tol, alignment_test=alignment_test, callback=callback,
-        report=lambda it, k, logml: line.update(it, k, logml),
+        progress=line.update,
         min_gain=lambda m: MIN_REESTIMATE_GAIN * max(1.0, abs(m.logml)),
         stall=(STALL_ITERATIONS, STALL_GAIN), warn_not_converged=warn_not_converged)
     cycling = run["counts"].get("cycling", 0)

@@ -672,7 +672,7 @@ def fit_evidence_multinomial(
     line = FitProgress("evidence (multinomial)", "log evidence", show=progressbar,
                        unit="basis functions" if shared_alpha else "class weights")
     run = ascend(model, max_iter=max_iter, tol=tol, alignment_test=alignment_test, callback=callback,
-                 report=lambda it, k, logml: line.update(it, k, logml),
+                 progress=line.update,
                  stall=(STALL_ITERATIONS, STALL_GAIN), warn_not_converged=warn_not_converged)
     state, active, cls, pos, alpha = model.state, model.active, model.cls, model.pos, model.walpha
     converged, it, trace, gains = run["converged"], run["n_iter"], model.trace, run["gains"]

@@ -328,7 +328,7 @@ def as_mask(blocked, M):
 
 
 def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, it0=0,
-           min_gain=None, stall=None, warn_not_converged=None):
+           min_gain=None, stall=None, warn_not_converged=None, progress=None):
     """One ascent of the fast sequential algorithm over a statistics object.
 
     The loop owns the decisions; ``model`` (one class per likelihood)
@@ -371,6 +371,8 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
         ``callback(iteration, action, index, objective)`` after every step that changed the model.
     report : callable, optional
         ``report(iteration, n_active, objective)`` at the end of every iteration.
+    progress : callable, optional
+        The same at the start of every iteration (the state the step starts from).
     it0 : int
         Iterations of earlier ascents (for ``report``).
     min_gain : callable, optional
@@ -413,6 +415,8 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
     gains = []  # the predicted gain of every step taken
     converged, it = False, 0
     for it in range(1, max_iter + 1):
+        if progress is not None:
+            progress(it0 + it, model.act_idx.size, model.logml)
         d = _decide(model, blocker >= 0, tol, min_gain)
         if model.refresh_before(d):
             # The statistics have gone stale (Laplace with B frozen): re-find
