@@ -8,6 +8,7 @@ Pima diabetes). Run with ``-s`` to see the benchmark figures.
 
 import numpy as np
 import pytest
+from reference import laplace_log_evidence
 from scipy import integrate, optimize
 from scipy.special import expit
 from sklearn.exceptions import ConvergenceWarning
@@ -16,7 +17,6 @@ from rvm_ppl.closed_form.bernoulli import (
     _Laplace,
     decision_function,
     fit_evidence_bernoulli,
-    laplace_log_evidence,
     posterior_mode,
     predict_proba_moderated,
 )

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
+from reference import laplace_log_evidence
 from scipy.special import expit
 
-from rvm_ppl.closed_form.bernoulli import _Laplace, fit_evidence_bernoulli, laplace_log_evidence
+from rvm_ppl.closed_form.bernoulli import _Laplace, fit_evidence_bernoulli
 from rvm_ppl.datasets.loaders import load_ripley, make_ripley
 from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis, kernel_basis
 from rvm_ppl.kernels.kernel import RBF, design_matrix

@@ -9,12 +9,16 @@ probabilities for calibration. Run with ``-s`` to see the figures.
 
 import numpy as np
 import pytest
+from reference import (
+    laplace_log_evidence,
+    laplace_log_evidence_multinomial,
+    posterior_mode_multinomial,
+)
 from scipy import optimize
 from scipy.special import logsumexp, roots_hermite, softmax
 
 from rvm_ppl.closed_form.bernoulli import (
     fit_evidence_bernoulli,
-    laplace_log_evidence,
     predict_proba_moderated,
 )
 from rvm_ppl.closed_form.categorical import (
@@ -23,8 +27,6 @@ from rvm_ppl.closed_form.categorical import (
     fit_evidence_multinomial,
     group_gain,
     group_out_factors,
-    laplace_log_evidence_multinomial,
-    posterior_mode_multinomial,
     predict_proba_multinomial,
 )
 from rvm_ppl.closed_form.evidence import out_factors

@@ -2,6 +2,7 @@
 
 import numpy as np
 import pytest
+from reference import log_evidence_eta
 
 from rvm_ppl.closed_form.evidence import log_evidence_dense
 from rvm_ppl.closed_form.scales import (
@@ -9,7 +10,6 @@ from rvm_ppl.closed_form.scales import (
     extended_design_columns,
     extended_design_matrix,
     fit_eta_rvm,
-    log_evidence_eta,
 )
 from rvm_ppl.datasets.loaders import sinc
 from rvm_ppl.kernels.kernel import RBF

@@ -30,7 +30,7 @@ there it costs little, and the frozen schedule, though not lower on average,
 can end at a lower local maximum of the evidence.
 
 Unlike the Gaussian case, the recorded Laplace log evidence
-(:func:`laplace_log_evidence`) is **not** guaranteed to increase at every
+(Tipping 2001, §3) is **not** guaranteed to increase at every
 step: the action is chosen with ``B`` frozen at the old mode, and the mode
 (and with it ``B`` and the Laplace correction) moves after the action. The
 decreases are small and are recorded in ``log_evidence_trace`` as they
@@ -49,37 +49,28 @@ import warnings
 from typing import NamedTuple
 
 import numpy as np
-from scipy import linalg
 from scipy.special import expit
 
+from rvm_ppl.closed_form import laplace
+from rvm_ppl.closed_form.driver import ascend, scalar_gains
 from rvm_ppl.closed_form.evidence import (
     ADD,
-    ALIGNMENT_MAX,
     DELETE,
     INIT_ALPHA_MAX,
     MIN_DELTA_LOG_ALPHA,
     REESTIMATE,
     EvidenceResult,
-    choose_action,
     out_factors,
     warn_not_converged,
 )
-from rvm_ppl.core.linalg import (
-    cho_covariance,
-    cho_logdet,
-    cho_solve,
-    cholesky_jittered,
-    solve_lower_t_right,
-)
+from rvm_ppl.closed_form.laplace import GRADIENT_MIN, MAX_POSTMODE_ITS, STEP_MIN  # noqa: F401
+from rvm_ppl.core.linalg import cho_covariance, solve_lower_t_right
 from rvm_ppl.core.progress import FitProgress
 from rvm_ppl.kernels.basis import DenseBasis
 
 # SparseBayes v2 constants for the non-Gaussian path (SB2_Initialisation,
 # SB2_PosteriorMode).
 INIT_ALPHA_MIN = 1e-3  # lower clip of the initial alpha = 1 / mu^2
-MAX_POSTMODE_ITS = 25  # Newton iterations per mode search
-GRADIENT_MIN = 1e-6  # stop the Newton iterations when max |g| is below this
-STEP_MIN = 1 / 256  # smallest step tried by the backtracking line search
 LOGIT_TARGET_SHRINK = 0.9  # initial least-squares targets: logit(0.05) and logit(0.95)
 # Stop, at the best model seen, when the Laplace evidence has not risen by
 # more than STALL_GAIN nats in STALL_ITERATIONS steps (add/delete cycles).
@@ -131,33 +122,6 @@ class PosteriorMode(NamedTuple):
     ill_conditioned: bool
 
 
-def _log_likelihood(a, t):
-    """Bernoulli log likelihood ``sum_n t_n log y_n + (1 - t_n) log(1 - y_n)`` (eq. 23).
-
-    With ``y = sigma(a)``: ``log y = -log(1 + e^{-a})`` and
-    ``log(1 - y) = -log(1 + e^{a})``, hence ``sum_n t_n a_n - log(1 + e^{a_n})``,
-    evaluated with ``logaddexp`` so that no ``log 0`` can occur.
-    """
-    return float(np.sum(t * a - np.logaddexp(0.0, a)))
-
-
-def _hessian_factor(Phi, b, alpha):
-    """Cholesky factor of ``H = Phi^T B Phi + A`` (eq. 25) and an ill-conditioning flag."""
-    H = (Phi * b[:, None]).T @ Phi
-    H[np.diag_indices_from(H)] += alpha
-    if H.shape[0] == 0:
-        return np.zeros((0, 0)), False
-    try:
-        L = linalg.cholesky(H, lower=True, check_finite=False)
-        ill = False
-    except linalg.LinAlgError:
-        L = cholesky_jittered(H, what="Hessian of the log posterior")
-        ill = True
-    # SparseBayes: rcond(U)^2 < eps flags an ill-conditioned Hessian.
-    rcond, _ = linalg.lapack.dtrcon(L, norm="1", uplo="L")
-    return L, ill or rcond**2 < np.finfo(float).eps
-
-
 def posterior_mode(
     Phi, t, alpha, w0=None, *, max_iter=MAX_POSTMODE_ITS, grad_tol=GRADIENT_MIN, step_min=STEP_MIN
 ):
@@ -203,78 +167,11 @@ def posterior_mode(
     True
     """
     Phi = np.asarray(Phi, dtype=float)
-    t = np.asarray(t, dtype=float)
     alpha = np.asarray(alpha, dtype=float)
-    M = Phi.shape[1]
-    w = np.zeros(M) if w0 is None else np.array(w0, dtype=float)
-    a = Phi @ w
-    # Negative of eq. (24): the error that the Newton steps decrease.
-    error = -_log_likelihood(a, t) + 0.5 * float(np.sum(alpha * w**2))
-    n_iter = 0
-    for n_iter in range(max_iter + 1):  # n_iter counts the accepted steps
-        y = expit(a)
-        g = Phi.T @ (t - y) - alpha * w  # gradient of eq. (24)
-        if M == 0 or np.max(np.abs(g)) < grad_tol or n_iter == max_iter:
-            break
-        L, _ = _hessian_factor(Phi, y * (1 - y), alpha)
-        delta = cho_solve(L, g)  # Newton direction H^{-1} g
-        step = 1.0
-        while step >= step_min:
-            w_new = w + step * delta
-            a_new = Phi @ w_new
-            error_new = -_log_likelihood(a_new, t) + 0.5 * float(np.sum(alpha * w_new**2))
-            if error_new < error:
-                w, a, error = w_new, a_new, error_new
-                break
-            step /= 2
-        else:
-            break  # no step improves: at the minimum to working precision
-    y = expit(a)
-    g = Phi.T @ (t - y) - alpha * w
-    L, ill = _hessian_factor(Phi, y * (1 - y), alpha)
-    grad_max = float(np.max(np.abs(g))) if M else 0.0
-    return PosteriorMode(w, L, _log_likelihood(a, t), n_iter, grad_max, ill)
-
-
-def _laplace_log_evidence(log_lik, mu, alpha, L):
-    """Laplace approximation to ``log P(t | alpha)`` at the mode.
-
-    ``log P(t | mu) - mu^T A mu / 2 + sum_i log(alpha_i) / 2 - log|H| / 2``
-    (MacKay 1992; SparseBayes's ``logML``): the ``(2 pi)^{M/2}`` of the
-    Gaussian integral cancels the normaliser of the prior.
-    """
-    return (
-        log_lik
-        - 0.5 * float(np.sum(alpha * mu**2))
-        + 0.5 * float(np.sum(np.log(alpha)))
-        - 0.5 * cho_logdet(L)
-    )
-
-
-def laplace_log_evidence(Phi, t, alpha):
-    """Laplace approximation to the log evidence of a Bernoulli RVM at fixed ``alpha``.
-
-    Finds the posterior mode with :func:`posterior_mode` and returns
-    ``log P(t | mu) - mu^T A mu / 2 + sum log(alpha) / 2 - log|H| / 2``, the
-    log of the Gaussian integral of ``P(t | w) p(w | alpha)`` around the mode.
-    ``alpha = inf`` drops the column. A reference for tests, like
-    :func:`rvm_ppl.closed_form.evidence.log_evidence_dense`.
-
-    Parameters
-    ----------
-    Phi : ndarray of shape (N, M)
-    t : ndarray of shape (N,)
-        Targets in {0, 1}.
-    alpha : ndarray of shape (M,)
-
-    Returns
-    -------
-    float
-    """
-    alpha = np.asarray(alpha, dtype=float)
-    keep = np.isfinite(alpha)
-    mode = posterior_mode(np.asarray(Phi, dtype=float)[:, keep], t, alpha[keep])
-    return _laplace_log_evidence(mode.log_likelihood, mode.mu, alpha[keep], mode.L)
+    w, L, log_lik, _, n_iter, grad_max, ill = laplace.posterior_mode(
+        Phi, np.zeros(Phi.shape[1], dtype=int), laplace.BernoulliLogit(t), alpha, w0,
+        max_iter=max_iter, grad_tol=grad_tol, step_min=step_min)
+    return PosteriorMode(w, L, log_lik, n_iter, grad_max, ill)
 
 
 class _Laplace:
@@ -300,7 +197,7 @@ class _Laplace:
         # Q_m = phi_m^T (t - y): at the mode this equals phi_m^T C^{-1} t_hat
         # with the IRLS targets t_hat = Phi mu + B^{-1} (t - y) (eq. 27).
         self.Q = cross[:, k]
-        self.logml = _laplace_log_evidence(mode.log_likelihood, self.mu, alpha, self.L)
+        self.logml = laplace.log_evidence(mode.log_likelihood, self.mu, alpha, self.L)
         self.BG = np.array(BG, order="F")
         self.b = b
         self.alpha = np.array(alpha, dtype=float)
@@ -384,12 +281,144 @@ class _Laplace:
             self.Q[a] = self.alpha * self.mu
 
 
-def _choose(state, active, alpha, blocked, tol):
-    """:func:`~rvm_ppl.closed_form.evidence.choose_action`, with a negligible re-estimation counted as convergence."""
-    d = choose_action(state.S, state.Q, active, alpha, blocked=blocked, tol=tol)
-    if d.action == REESTIMATE and d.gain < MIN_REESTIMATE_GAIN * max(1.0, abs(state.logml)):
-        d.terminate = True
-    return d
+class _BernoulliModel:
+    """The Bernoulli likelihood's statistics for the sequential driver (:func:`rvm_ppl.closed_form.driver.ascend`).
+
+    Holds the model (basis indices ``active``, their ``alpha`` and unit-norm
+    columns) and the Laplace approximation at its mode (:class:`_Laplace`).
+    With ``frozen`` steps, re-estimations, deletions and additions are the
+    Gaussian rank-one updates with ``B`` frozen at the last mode, and the
+    mode is re-found before an addition, before stopping and after
+    ``FROZEN_MAX`` such steps; otherwise after every action.
+    """
+
+    tracks_gain = False  # the known evidence is that of the last mode
+
+    def __init__(self, basis, scale, t, frozen):
+        self.basis, self.scale, self.t, self.frozen = basis, scale, t, frozen
+        self.M = basis.n_basis
+        self.in_model = np.zeros(self.M, dtype=bool)
+        self.stale = 0  # steps taken with B frozen since the last mode search
+        self.modes = 0
+        self.n_exact = 0
+        self.ill = False
+        self.trace = []
+        self._cos = {}  # basis -> cosines of every candidate with it
+
+    def start(self, j, col, alpha0, mu0):
+        self.active, self.cols = [j], col
+        self.in_model[j] = True
+        self.alpha = np.array([alpha0])
+        self.new_mode(np.array([mu0]))
+
+    @property
+    def act_idx(self):
+        return np.asarray(self.active, dtype=int)
+
+    @property
+    def logml(self):
+        return self.state.logml
+
+    def new_mode(self, mu_start, *, grad_tol=GRADIENT_MIN, record=True):
+        """Find the mode of the current model from ``mu_start`` and record its evidence."""
+        self.state = _Laplace(self.basis, self.scale, self.t, self.cols, self.alpha, mu_start,
+                              grad_tol=grad_tol)
+        self.modes += 1
+        self.ill |= self.state.ill
+        self.stale = 0
+        if record:
+            self.trace.append(self.state.logml)
+            self.n_exact += 1
+        else:
+            self.trace[-1] = self.state.logml
+
+    # -- the statistics interface ------------------------------------------------
+    def gains(self, blocked):
+        return scalar_gains(self.state.S, self.state.Q, self.act_idx, self.alpha, blocked)
+
+    def cosine(self, j):
+        if j not in self._cos:
+            col = self.basis.columns([j])[:, 0] / self.scale[j]
+            self._cos[j] = self.basis.cross(col[:, None])[:, 0] / self.scale
+        return self._cos[j]
+
+    def cosines(self, idx):
+        cols = self.basis.columns(idx) / self.scale[idx]
+        return cols.T @ self.cols
+
+    def penalty(self):
+        return 0.0
+
+    def objective(self):
+        return None  # additions are not checked: the Laplace evidence may fall (module docstring)
+
+    def refresh_before(self, d):
+        return bool(self.stale) and (d.terminate or d.action == ADD or self.stale >= FROZEN_MAX)
+
+    def refresh(self):
+        # The mode has moved under the frozen steps: re-find it (warm started
+        # at the linearised mode).
+        self.new_mode(self.state.mu)
+
+    def after_step(self, it, d):
+        return False
+
+    def add(self, j, new_alpha, order=()):
+        new_col = self.basis.columns([j]) / self.scale[j]
+        if self.frozen:
+            self.state.frozen_add(self.basis, self.scale, self.active, j, new_col[:, 0], new_alpha)
+            self.alpha = self.state.alpha
+            self.stale += 1
+        else:
+            self.alpha = np.append(self.alpha, new_alpha)
+        self.cols = np.hstack([self.cols, new_col])
+        self.active.append(j)
+        self.in_model[j] = True
+        if not self.frozen:
+            # Warm start at the previous mode with a zero weight for the new basis:
+            # its objective is no worse than before, unlike T&F's App. A update
+            # mu_i = Q_i / (alpha_i + S_i), from which Newton's method can stall
+            # where the sigmoid saturates.
+            self.new_mode(np.append(self.state.mu, 0.0))
+        return self.cosine(j)
+
+    def reestimate(self, j, new_alpha):
+        pos = self.active.index(j)
+        if self.frozen:
+            self.state.frozen_reestimate(self.active, pos, new_alpha)
+            self.alpha = self.state.alpha
+            self.stale += 1
+            return
+        self.alpha = self.alpha.copy()
+        self.alpha[pos] = new_alpha
+        self.new_mode(self.state.mu)
+
+    def delete(self, j):
+        pos = self.active.index(j)
+        keep = np.arange(len(self.active)) != pos
+        if self.frozen and len(self.active) > 1:
+            self.state.frozen_delete(self.active, pos)
+            self.alpha = self.state.alpha
+            self.stale += 1
+            mu = None
+        else:
+            mu, self.alpha = self.state.mu[keep], self.alpha[keep]
+        self.cols = self.cols[:, keep]
+        self.active.remove(j)
+        self.in_model[j] = False
+        if mu is not None:
+            self.new_mode(mu)
+
+    # -- the best model seen, by value: the frozen steps update a state in place
+    def snapshot(self):
+        return list(self.active), self.alpha.copy(), self.cols, self.state.mu.copy()
+
+    def restore(self, snap):
+        active, self.alpha, self.cols, mu = snap
+        self.active = list(active)
+        self.in_model[:] = False
+        self.in_model[self.active] = True
+        self.new_mode(mu)
 
 
 def fit_evidence_bernoulli(
@@ -522,134 +551,28 @@ def fit_evidence_bernoulli(
     p = (LOGIT_TARGET_SHRINK * t_lin + 1) / 2
     mu0 = float(col[:, 0] @ np.log(p / (1 - p)))
     alpha0 = 1.0 / mu0**2 if mu0 != 0 else np.inf
-    active = [start]
-    alpha = np.array([np.clip(alpha0, INIT_ALPHA_MIN, INIT_ALPHA_MAX)])
-    cols = col
-    state = _Laplace(basis, scale, t, cols, alpha, np.array([mu0]))
-
-    trace = [state.logml]
-    ill = state.ill
-    blocked = {}  # candidate -> basis in the model it duplicates
-    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "cycling": 0, "modes": 1}
-    # The best model seen, by value: the steps with B frozen update a state in
-    # place, so the state itself is re-found from these when it is restored.
-    best_seen, since_best = (state.logml, list(active), alpha.copy(), cols, state.mu.copy()), 0
-
-    def new_mode(mu_start):
-        """Find the mode of the current model from ``mu_start`` and record its evidence."""
-        nonlocal ill, best_seen, since_best
-        found = _Laplace(basis, scale, t, cols, alpha, mu_start)
-        counts["modes"] += 1
-        ill |= found.ill
-        trace.append(found.logml)
-        if found.logml > best_seen[0] + STALL_GAIN:
-            best_seen = (found.logml, list(active), alpha.copy(), cols, found.mu.copy())
-            since_best = 0
-        else:
-            since_best += 1
-        return found
-
-    converged = False
-    stale = 0  # steps taken with B frozen since the last mode search
-    it = 0
+    model = _BernoulliModel(basis, scale, t, frozen_steps)
+    model.start(start, col, np.clip(alpha0, INIT_ALPHA_MIN, INIT_ALPHA_MAX), mu0)
     line = FitProgress("evidence (Laplace)", "log evidence", show=progressbar)
-    for it in range(1, max_iter + 1):
-        line.update(it, len(active), state.logml)
-        d = _choose(state, active, alpha, blocked, tol)
-        if stale and (d.terminate or d.action == ADD or stale >= FROZEN_MAX):
-            # The mode has moved under the frozen steps: re-find it (warm
-            # started at the linearised mode) and decide again.
-            state = new_mode(state.mu)
-            stale = 0
-            d = _choose(state, active, alpha, blocked, tol)
-        if d.terminate:
-            converged = True
-            break
-        if since_best >= STALL_ITERATIONS:
-            # The steps cycle: each is chosen with B frozen, and at the new mode
-            # the evidence falls back. Stop at the best model seen.
-            _, active, alpha, cols, mu_best = best_seen
-            state = _Laplace(basis, scale, t, cols, alpha, mu_best)
-            counts["modes"] += 1
-            trace.append(state.logml)
-            counts["cycling"] = 1
-            converged = True
-            break
-        best = d.index
-        mu = state.mu
-        if d.action == ADD:
-            new_col = basis.columns([best]) / scale[best]
-            k = np.flatnonzero(cols.T @ new_col[:, 0] > ALIGNMENT_MAX) if alignment_test else []
-            if len(k):
-                blocked[best] = active[k[0]]
-                counts["aligned"] += 1
-                continue  # nothing changed: no new mode, no trace entry
-            if frozen_steps:
-                state.frozen_add(basis, scale, active, best, new_col[:, 0], d.new_alpha)
-                alpha = state.alpha
-                cols = np.hstack([cols, new_col])
-                active.append(best)
-                counts[d.action] += 1
-                stale += 1
-                if callback is not None:
-                    callback(it, d.action, best, state.logml)
-                continue
-            # Warm start at the previous mode with a zero weight for the new basis:
-            # its objective is no worse than before, unlike T&F's App. A update
-            # mu_i = Q_i / (alpha_i + S_i), from which Newton's method can stall
-            # where the sigmoid saturates.
-            mu = np.append(mu, 0.0)
-            alpha = np.append(alpha, d.new_alpha)
-            cols = np.hstack([cols, new_col])
-            active.append(best)
-        elif frozen_steps and d.action == REESTIMATE:
-            state.frozen_reestimate(active, active.index(best), d.new_alpha)
-            alpha = state.alpha
-            counts[d.action] += 1
-            stale += 1
-            if callback is not None:
-                callback(it, d.action, best, state.logml)
-            continue
-        elif frozen_steps and d.action == DELETE and len(active) > 1:
-            pos = active.index(best)
-            state.frozen_delete(active, pos)
-            keep = np.arange(len(active)) != pos
-            alpha, cols = state.alpha, cols[:, keep]
-            active.remove(best)
-            blocked = {c: j for c, j in blocked.items() if j != best}
-            counts[d.action] += 1
-            stale += 1
-            if callback is not None:
-                callback(it, d.action, best, state.logml)
-            continue
-        elif d.action == REESTIMATE:
-            alpha = alpha.copy()
-            alpha[active.index(best)] = d.new_alpha
-        else:
-            keep = np.arange(len(active)) != active.index(best)
-            mu, alpha, cols = mu[keep], alpha[keep], cols[:, keep]
-            active.remove(best)
-            # Candidates blocked by the deleted basis become eligible again.
-            blocked = {c: j for c, j in blocked.items() if j != best}
-        counts[d.action] += 1
-        state = new_mode(mu)
-        if callback is not None:
-            callback(it, d.action, best, state.logml)
-    else:
-        warn_not_converged(max_iter)
-    if stale and not counts["cycling"]:  # stopped by max_iter after steps with B frozen
-        state = _Laplace(basis, scale, t, cols, alpha, state.mu)
-        counts["modes"] += 1
-        trace.append(state.logml)
-    if frozen_steps and not counts["cycling"] and state.grad_max > POLISH_GRADIENT:
+    run = ascend(
+        model, max_iter=max_iter, tol=tol, alignment_test=alignment_test, callback=callback,
+        progress=line.update,
+        min_gain=lambda m: MIN_REESTIMATE_GAIN * max(1.0, abs(m.logml)),
+        stall=(STALL_ITERATIONS, STALL_GAIN), warn_not_converged=warn_not_converged)
+    cycling = run["counts"].get("cycling", 0)
+    if model.stale and not cycling:  # stopped by max_iter after steps with B frozen
+        model.refresh()
+    if frozen_steps and not cycling and model.state.grad_max > POLISH_GRADIENT:
         # A mode search warm-started at the linearised mode may stop at once
         # (max |g| below GRADIENT_MIN) a little away from the mode; polish the
         # final one so that the reported evidence is that of the mode.
-        state = _Laplace(basis, scale, t, cols, alpha, state.mu, grad_tol=POLISH_GRADIENT)
-        counts["modes"] += 1
-        trace[-1] = state.logml
+        model.new_mode(model.state.mu, grad_tol=POLISH_GRADIENT, record=False)
+    state, active, alpha, trace = model.state, model.active, model.alpha, model.trace
+    converged, it = run["converged"], run["n_iter"]
+    counts = {k: run["counts"][k] for k in (ADD, REESTIMATE, DELETE, "aligned")}
+    counts.update(cycling=cycling, modes=model.modes)
     line.finish(it, len(active), state.logml, converged)
-    if ill:
+    if model.ill:
         warnings.warn(
             "Ill-conditioned Hessian of the log posterior during the evidence "
             "maximisation; the kernel width may be too large (gamma too small).",
@@ -677,7 +600,7 @@ def fit_evidence_bernoulli(
         q=q * scale,
         n_iter=it,
         converged=converged,
-        aligned=np.asarray(sorted(blocked), dtype=int),
+        aligned=run["aligned"],
         counts=counts,
     )
 

@@ -68,34 +68,28 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy import linalg
-from scipy.special import logsumexp, softmax
+from scipy.special import softmax
 
+from rvm_ppl.closed_form import laplace
 from rvm_ppl.closed_form.bernoulli import (
-    GRADIENT_MIN,
     INIT_ALPHA_MIN,
     LOGIT_TARGET_SHRINK,
-    MAX_POSTMODE_ITS,
     STALL_GAIN,
     STALL_ITERATIONS,
-    STEP_MIN,
 )
+from rvm_ppl.closed_form.driver import as_mask, ascend, decide, scalar_gains
 from rvm_ppl.closed_form.evidence import (
     ADD,
-    ALIGNMENT_MAX,
     DELETE,
     INIT_ALPHA_MAX,
     MIN_DELTA_LOG_ALPHA,
     REESTIMATE,
-    _decide,
-    choose_action,
     warn_not_converged,
 )
+from rvm_ppl.closed_form.laplace import GRADIENT_MIN, MAX_POSTMODE_ITS, STEP_MIN
 from rvm_ppl.core.labels import one_hot
 from rvm_ppl.core.linalg import (
     cho_covariance,
-    cho_logdet,
-    cho_solve,
     cholesky_jittered,
     solve_lower,
 )
@@ -122,179 +116,21 @@ N_DRAWS = 2000
 # columns, one per class; with per-class alpha each class has its own set.
 
 
-def _latent(cols, cls, w, K):
-    """Latent values ``a_nk = sum_{j: cls_j = k} cols_nj w_j``, shape (N, K)."""
-    E = np.zeros((cols.shape[1], K))
-    E[np.arange(cols.shape[1]), cls] = w
-    return cols @ E
-
-
-def _log_likelihood(A, T):
-    """Multinomial log likelihood, eq. (28): ``sum_nk t_nk a_nk - sum_n log sum_k exp(a_nk)``."""
-    return float(np.sum(T * A) - np.sum(logsumexp(A, axis=1)))
-
-
 def neg_hessian(cols, cls, Y, alpha):
     """``H = Psi^T B Psi + A`` with ``B_n = diag(y_n) - y_n y_n^T`` (Nabney 1999).
 
-    Entry ``(i, j)`` is ``sum_n c_ni c_nj (y_{n,k_i} [k_i = k_j] - y_{n,k_i} y_{n,k_j})``:
-    with ``D = cols * Y[:, cls]`` that is ``(D^T cols) * same_class - D^T D``.
+    The softmax case of :func:`rvm_ppl.closed_form.laplace.neg_hessian`, for
+    class probabilities ``Y`` of shape (N, K).
     """
-    D = cols * Y[:, cls]
-    H = (D.T @ cols) * (cls[:, None] == cls[None, :]) - D.T @ D
-    H[np.diag_indices_from(H)] += alpha
-    return H
-
-
-def _factor(H):
-    """Cholesky factor of ``H`` (package jitter policy) and an ill-conditioning flag."""
-    if H.shape[0] == 0:
-        return np.zeros((0, 0)), False
-    try:
-        L = linalg.cholesky(H, lower=True, check_finite=False)
-        ill = False
-    except linalg.LinAlgError:
-        L = cholesky_jittered(H, what="Hessian of the log posterior")
-        ill = True
-    rcond, _ = linalg.lapack.dtrcon(L, norm="1", uplo="L")
-    return L, ill or rcond**2 < np.finfo(float).eps
+    return laplace.neg_hessian(cols, cls, Y, Y, alpha)
 
 
 def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
-    """Newton's method with step halving for the mode (:func:`posterior_mode_multinomial`)."""
-    K = T.shape[1]
-    J = cols.shape[1]
-    w = np.zeros(J) if w0 is None else np.array(w0, dtype=float)
-    A = _latent(cols, cls, w, K)
-    error = -_log_likelihood(A, T) + 0.5 * float(np.sum(alpha * w**2))
-    n_iter = 0
-    for n_iter in range(max_iter + 1):
-        Y = softmax(A, axis=1)
-        g = np.einsum("nj,nj->j", cols, (T - Y)[:, cls]) - alpha * w
-        if J == 0 or np.max(np.abs(g)) < grad_tol or n_iter == max_iter:
-            break
-        L, _ = _factor(neg_hessian(cols, cls, Y, alpha))
-        delta = cho_solve(L, g)
-        step = 1.0
-        while step >= step_min:
-            w_new = w + step * delta
-            A_new = _latent(cols, cls, w_new, K)
-            error_new = -_log_likelihood(A_new, T) + 0.5 * float(np.sum(alpha * w_new**2))
-            if error_new < error:
-                w, A, error = w_new, A_new, error_new
-                break
-            step /= 2
-        else:
-            break
-    Y = softmax(A, axis=1)
-    g = np.einsum("nj,nj->j", cols, (T - Y)[:, cls]) - alpha * w
-    L, ill = _factor(neg_hessian(cols, cls, Y, alpha))
-    grad_max = float(np.max(np.abs(g))) if J else 0.0
-    return w, L, _log_likelihood(A, T), Y, n_iter, grad_max, ill
-
-
-def _laplace_log_evidence(log_lik, w, alpha, L):
-    """Laplace log evidence ``log P(T|W) - w^T A w/2 + sum log(alpha)/2 - log|H|/2``.
-
-    Tipping (2001), §3; MacKay (1992).
-    """
-    return (
-        log_lik
-        - 0.5 * float(np.sum(alpha * w**2))
-        + 0.5 * float(np.sum(np.log(alpha)))
-        - 0.5 * cho_logdet(L)
-    )
-
-
-def _dense_alpha(alpha, K, M):
-    alpha = np.asarray(alpha, dtype=float)
-    if alpha.ndim == 1:
-        alpha = np.broadcast_to(alpha, (K, M))
-    if alpha.shape != (K, M):
-        raise ValueError(f"alpha must have shape ({M},) or ({K}, {M}), got {alpha.shape}.")
-    if np.any(~(alpha > 0)):
-        raise ValueError("alpha must be positive (inf drops a weight).")
-    return alpha
-
-
-def posterior_mode_multinomial(
-    Phi,
-    y,
-    alpha,
-    *,
-    n_classes=None,
-    max_iter=MAX_POSTMODE_ITS,
-    grad_tol=GRADIENT_MIN,
-    step_min=STEP_MIN,
-):
-    """Posterior mode of the ``K`` weight vectors of a softmax model with an ARD prior.
-
-    Maximises ``log P(T | W) - sum_k w_k^T A_k w_k / 2`` (Tipping 2001, eqs.
-    24 and 28) by Newton's method with the block Hessian (SparseBayes's
-    ``SB2_PosteriorMode`` generalised to ``K`` outputs).
-
-    Parameters
-    ----------
-    Phi : ndarray of shape (N, M)
-    y : ndarray of shape (N,)
-        Integer labels in ``0, ..., K - 1``.
-    alpha : ndarray of shape (M,) or (K, M)
-        Prior precisions; ``inf`` fixes the weight at 0.
-    n_classes : int, optional
-        ``K``; default ``max(y) + 1``.
-    max_iter, grad_tol, step_min
-        As :func:`rvm_ppl.closed_form.bernoulli.posterior_mode`.
-
-    Returns
-    -------
-    W : ndarray of shape (K, M)
-        The mode (0 where ``alpha`` is infinite).
-    log_evidence : float
-        The Laplace approximation to ``log P(T | alpha)`` at the mode.
-    grad_max : float
-        Largest absolute gradient component at the returned point.
-    """
-    Phi = np.asarray(Phi, dtype=float)
-    T, K = one_hot(y, n_classes)
-    M = Phi.shape[1]
-    alpha = _dense_alpha(alpha, K, M)
-    kk, mm = np.nonzero(np.isfinite(alpha))
-    cols = Phi[:, mm]
-    w, L, log_lik, _, _, grad_max, _ = _mode(
-        cols,
-        kk,
-        T,
-        alpha[kk, mm],
-        None,
-        max_iter=max_iter,
-        grad_tol=grad_tol,
-        step_min=step_min,
-    )
-    W = np.zeros((K, M))
-    W[kk, mm] = w
-    return W, _laplace_log_evidence(log_lik, w, alpha[kk, mm], L), grad_max
-
-
-def laplace_log_evidence_multinomial(Phi, y, alpha, *, n_classes=None):
-    """Laplace approximation to the log evidence of the softmax RVM at fixed ``alpha``.
-
-    A reference for tests, like :func:`rvm_ppl.closed_form.bernoulli.laplace_log_evidence`.
-
-    Parameters
-    ----------
-    Phi : ndarray of shape (N, M)
-    y : ndarray of shape (N,)
-        Integer labels in ``0, ..., K - 1``.
-    alpha : ndarray of shape (M,) (shared) or (K, M)
-    n_classes : int, optional
-
-    Returns
-    -------
-    float
-    """
-    return posterior_mode_multinomial(
-        Phi, y, alpha, n_classes=n_classes, max_iter=200, grad_tol=1e-10
-    )[1]
+    """The mode of the softmax model (:func:`rvm_ppl.closed_form.laplace.posterior_mode`)."""
+    w, L, log_lik, F, n_iter, grad_max, ill = laplace.posterior_mode(
+        cols, cls, laplace.Softmax(T), alpha, w0, max_iter=max_iter, grad_tol=grad_tol,
+        step_min=step_min)
+    return w, L, log_lik, softmax(F, axis=1), n_iter, grad_max, ill
 
 
 # -- the shared-alpha group objective ------------------------------------------------
@@ -412,28 +248,28 @@ def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_A
     -------
     rvm_ppl.closed_form.evidence.Decision
     """
-    M = S.shape[0]
     act = np.asarray(active, dtype=int)
+    alpha = np.asarray(alpha, dtype=float)
+    gains = group_gains(S, Q, act, alpha, as_mask(blocked, S.shape[0]))
+    return decide(act, alpha, gains, tol)
+
+
+def group_gains(S, Q, act, alpha, blocked):
+    """:func:`rvm_ppl.closed_form.driver.scalar_gains` for groups sharing one ``alpha`` (:func:`group_gain`)."""
+    M = S.shape[0]
     in_model = np.zeros(M, dtype=bool)
     in_model[act] = True
     alpha_of = np.full(M, np.inf)
     alpha_of[act] = alpha
     lam, qt2 = group_out_factors(S, Q, alpha_of)
     new_alpha, lmax = _maximise_group(lam, qt2)
-    dl = np.zeros(M)
     relevant = np.isfinite(new_alpha)
-    re = act[relevant[act]]
-    de = act[~relevant[act]]
+    delete = ~relevant[act]
     cur = group_gain(alpha_of[act], lam[act], qt2[act])
-    dl[re] = lmax[re] - cur[relevant[act]]
-    dl[de] = -cur[~relevant[act]]
-    cand = ~in_model & relevant
-    if len(blocked):
-        cand[list(blocked)] = False
-    ad = np.flatnonzero(cand)
-    dl[ad] = lmax[ad]
-    alpha_for_tol = np.where(in_model, alpha_of, 0.0)
-    return _decide(dl, new_alpha, alpha_for_tol, in_model, re, de, ad, tol)
+    gain_a = np.where(delete, -cur, lmax[act] - cur)
+    new_a = np.where(delete, np.inf, new_alpha[act])
+    ad = np.flatnonzero(~in_model & relevant & ~blocked)
+    return ad, lmax[ad], new_alpha[ad], gain_a, new_a, delete
 
 
 # -- the statistics of every candidate at the current mode ----------------------------
@@ -468,7 +304,7 @@ class _Laplace:
             grad_tol=GRADIENT_MIN,
             step_min=STEP_MIN,
         )
-        self.logml = _laplace_log_evidence(log_lik, self.w, alpha, self.L)
+        self.logml = laplace.log_evidence(log_lik, self.w, alpha, self.L)
         N = len(Y)
         iu, ju = np.triu_indices(K)
         YY = Y[:, iu] * Y[:, ju]  # y_k y_l for k <= l
@@ -524,6 +360,142 @@ class _Laplace:
         else:
             S1 = _weighted_norms2_many(basis, Y * (1 - Y)) / sc2[:, None]
             self.S = S1 - np.einsum("jmk,jmk->mk", Z, Z)
+
+
+class _MultinomialModel:
+    """The softmax likelihood's statistics for the sequential driver (:func:`rvm_ppl.closed_form.driver.ascend`).
+
+    A candidate is a basis function (shared ``alpha``: a group of ``K``
+    weights) or a class's weight on one (per-class ``alpha``: candidate
+    ``k M + m``). The weights in the model are columns ``cols`` of classes
+    ``cls`` on bases ``pos`` with precisions ``walpha``; the mode is
+    re-found after every action.
+    """
+
+    tracks_gain = False
+
+    def __init__(self, basis, scale, T, shared):
+        self.basis, self.scale, self.T, self.shared = basis, scale, T, shared
+        self.K = T.shape[1]
+        self.n_basis = basis.n_basis
+        self.M = self.n_basis if shared else self.K * self.n_basis
+        self.in_model = np.zeros(self.M, dtype=bool)
+        self.n_exact = 0
+        self.ill = False
+        self.trace = []
+
+    def start(self, j, cols, cls, pos, walpha, w0):
+        self.active = [j] if self.shared else [k * self.n_basis + j for k in range(self.K)]
+        self.in_model[self.active] = True
+        self.cols, self.cls, self.pos, self.walpha = cols, cls, pos, walpha
+        self.new_mode(w0)
+
+    def new_mode(self, w0):
+        self.state = _Laplace(self.basis, self.scale, self.T, self.cols, self.cls, self.pos,
+                              self.walpha, w0, self.shared)
+        self.ill |= self.state.ill
+        self.trace.append(self.state.logml)
+        self.n_exact += 1
+
+    @property
+    def act_idx(self):
+        return np.asarray(self.active, dtype=int)
+
+    @property
+    def alpha(self):
+        """One ``alpha`` per candidate in the model."""
+        return self.walpha[:: self.K] if self.shared else self.walpha
+
+    @property
+    def logml(self):
+        return self.state.logml
+
+    # -- the statistics interface ------------------------------------------------
+    def gains(self, blocked):
+        st = self.state
+        if self.shared:
+            return group_gains(st.S, st.Q, self.act_idx, self.alpha, blocked)
+        return scalar_gains(st.S.T.ravel(), st.Q.T.ravel(), self.act_idx, self.alpha, blocked)
+
+    def _cos_column(self, m):
+        """Cosines of every basis function with basis ``m`` of the model, from the mode's statistics."""
+        st = self.state
+        return st.cos[:, int(np.flatnonzero(st.cos_basis == m)[0])]
+
+    def cosine(self, j):
+        if self.shared:
+            return self._cos_column(j)
+        k, m = divmod(j, self.n_basis)
+        out = np.zeros(self.M)  # only weights of the same class can be aligned
+        out[k * self.n_basis:(k + 1) * self.n_basis] = self._cos_column(m)
+        return out
+
+    def cosines(self, idx):
+        if self.shared:
+            return np.column_stack([self._cos_column(m) for m in self.active])[idx]
+        out = np.zeros((len(idx), len(self.active)))
+        for c, a in enumerate(self.active):
+            k, m = divmod(a, self.n_basis)
+            same = idx // self.n_basis == k
+            out[same, c] = self._cos_column(m)[idx[same] % self.n_basis]
+        return out
+
+    def penalty(self):
+        return 0.0
+
+    def objective(self):
+        return None  # additions are not checked: the Laplace evidence may fall
+
+    def refresh_before(self, d):
+        return False
+
+    def after_step(self, it, d):
+        return False
+
+    def _members(self, j):
+        if self.shared:
+            return np.arange(self.K) + self.K * self.active.index(j)
+        return np.array([self.active.index(j)])
+
+    def add(self, j, new_alpha, order=()):
+        K = self.K
+        m, k = (j, None) if self.shared else (j % self.n_basis, j // self.n_basis)
+        new = self.basis.columns([m])[:, 0] / self.scale[m]
+        kk = np.arange(K) if self.shared else np.array([k])
+        w = np.append(self.state.w, np.zeros(kk.size))
+        self.walpha = np.append(self.walpha, np.full(kk.size, new_alpha))
+        self.cols = np.hstack([self.cols, np.tile(new[:, None], (1, kk.size))])
+        self.cls = np.append(self.cls, kk)
+        self.pos = np.append(self.pos, np.full(kk.size, m))
+        self.active.append(j)
+        self.in_model[j] = True
+        self.new_mode(w)
+        return self.cosine(j)
+
+    def reestimate(self, j, new_alpha):
+        self.walpha = self.walpha.copy()
+        self.walpha[self._members(j)] = new_alpha
+        self.new_mode(self.state.w)
+
+    def delete(self, j):
+        keep = np.ones(len(self.walpha), dtype=bool)
+        keep[self._members(j)] = False
+        w = self.state.w[keep]
+        self.walpha, self.cols = self.walpha[keep], self.cols[:, keep]
+        self.cls, self.pos = self.cls[keep], self.pos[keep]
+        self.active.remove(j)
+        self.in_model[j] = False
+        self.new_mode(w)
+
+    def snapshot(self):
+        return self.state, list(self.active), self.cols, self.cls, self.pos, self.walpha
+
+    def restore(self, snap):
+        self.state, active, self.cols, self.cls, self.pos, self.walpha = snap
+        self.active = list(active)
+        self.in_model[:] = False
+        self.in_model[self.active] = True
+        self.trace.append(self.state.logml)
 
 
 @dataclass
@@ -695,88 +667,19 @@ def fit_evidence_multinomial(
             if shared_alpha
             else np.clip(1 / w0**2, INIT_ALPHA_MIN, INIT_ALPHA_MAX)
         )
-    active = [start] if shared_alpha else [k * M + start for k in range(K)]
-    state = _Laplace(basis, scale, T, cols, cls, pos, alpha, w0, shared_alpha)
-
-    trace, gains = [state.logml], []
-    ill = state.ill
-    blocked = {}
-    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "cycling": 0}
-    snapshot = lambda: (state, list(active), cols, cls, pos, alpha)  # noqa: E731
-    best_seen, since_best = (state.logml, snapshot()), 0
-    converged = False
-    it = 0
+    model = _MultinomialModel(basis, scale, T, shared_alpha)
+    model.start(start, cols, cls, pos, alpha, w0)
     line = FitProgress("evidence (multinomial)", "log evidence", show=progressbar,
                        unit="basis functions" if shared_alpha else "class weights")
-    for it in range(1, max_iter + 1):
-        line.update(it, len(active), state.logml)
-        if shared_alpha:
-            d = choose_action_shared(state.S, state.Q, active, alpha[::K], blocked=blocked, tol=tol)
-        else:
-            d = choose_action(
-                state.S.T.ravel(), state.Q.T.ravel(), active, alpha, blocked=blocked, tol=tol
-            )
-        if d.terminate:
-            converged = True
-            break
-        if since_best >= STALL_ITERATIONS:
-            state, active, cols, cls, pos, alpha = best_seen[1]
-            trace.append(state.logml)
-            counts["cycling"] = 1
-            converged = True
-            break
-        best = d.index
-        w = state.w
-        if shared_alpha:
-            members = np.arange(K) + K * active.index(best) if best in active else None
-        else:
-            members = np.array([active.index(best)]) if best in active else None
-        if d.action == ADD:
-            m, k = (best, None) if shared_alpha else (best % M, best // M)
-            if alignment_test and state.cos.shape[1]:
-                if shared_alpha:
-                    near = state.cos[m] > ALIGNMENT_MAX
-                else:
-                    in_k = np.isin(state.cos_basis, pos[cls == k])
-                    near = (state.cos[m] > ALIGNMENT_MAX) & in_k
-                if np.any(near):
-                    # the blocking weight: a basis (shared) or a class's basis
-                    j = int(state.cos_basis[np.flatnonzero(near)[0]])
-                    blocked[best] = j if shared_alpha else k * M + j
-                    counts["aligned"] += 1
-                    continue
-            new = basis.columns([m])[:, 0] / scale[m]
-            kk = np.arange(K) if shared_alpha else np.array([k])
-            w = np.append(w, np.zeros(kk.size))
-            alpha = np.append(alpha, np.full(kk.size, d.new_alpha))
-            cols = np.hstack([cols, np.tile(new[:, None], (1, kk.size))])
-            cls = np.append(cls, kk)
-            pos = np.append(pos, np.full(kk.size, m))
-            active.append(best)
-        elif d.action == REESTIMATE:
-            alpha = alpha.copy()
-            alpha[members] = d.new_alpha
-        else:
-            keep = np.ones(len(w), dtype=bool)
-            keep[members] = False
-            w, alpha, cols, cls, pos = w[keep], alpha[keep], cols[:, keep], cls[keep], pos[keep]
-            active.remove(best)
-            blocked = {c: j for c, j in blocked.items() if j != best}
-        counts[d.action] += 1
-        gains.append(d.gain)
-        state = _Laplace(basis, scale, T, cols, cls, pos, alpha, w, shared_alpha)
-        ill |= state.ill
-        trace.append(state.logml)
-        if state.logml > best_seen[0] + STALL_GAIN:
-            best_seen, since_best = (state.logml, snapshot()), 0
-        else:
-            since_best += 1
-        if callback is not None:
-            callback(it, d.action, best, state.logml)
-    else:
-        warn_not_converged(max_iter)
+    run = ascend(model, max_iter=max_iter, tol=tol, alignment_test=alignment_test, callback=callback,
+                 progress=line.update,
+                 stall=(STALL_ITERATIONS, STALL_GAIN), warn_not_converged=warn_not_converged)
+    state, active, cls, pos, alpha = model.state, model.active, model.cls, model.pos, model.walpha
+    converged, it, trace, gains = run["converged"], run["n_iter"], model.trace, run["gains"]
+    counts = {k: run["counts"][k] for k in (ADD, REESTIMATE, DELETE, "aligned")}
+    counts["cycling"] = run["counts"].get("cycling", 0)
     line.finish(it, len(active), state.logml, converged)
-    if ill:
+    if model.ill:
         warnings.warn(
             "Ill-conditioned Hessian of the log posterior during the evidence "
             "maximisation; the kernel width may be too large (gamma too small).",
@@ -806,7 +709,7 @@ def fit_evidence_multinomial(
         converged=converged,
         shared_alpha=bool(shared_alpha),
         n_classes=K,
-        aligned=np.asarray(sorted(blocked), dtype=int),
+        aligned=run["aligned"],
         counts=counts,
     )
 

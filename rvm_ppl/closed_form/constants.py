@@ -1,7 +1,10 @@
-"""Control constants of the sequential evidence ascent (SparseBayes v2, Tipping & Faul 2003).
+"""Control constants of the sequential fits (SparseBayes v2, Tipping & Faul 2003).
 
-One home for the numbers the Python driver and the compiled engine share.
+One home for the numbers the sequential driver, the compiled engine and the
+sequential variational fit share.
 """
+
+import math
 
 # SparseBayes v2 control constants (Tipping & Faul 2003; SB2_ControlSettings).
 ZERO_FACTOR = 1e-12  # q^2 - s at or below this counts as "irrelevant"
@@ -14,7 +17,7 @@ ALIGNMENT_MAX = 1 - 1e-4  # cosine above which a candidate duplicates a basis in
 # (SparseBayes uses 1 - 1e-3; with wide kernels, where most columns are that
 # close, it blocked 290 of 455 candidates on Boston housing and stopped 90 nats
 # below the optimum; see part C of benchmarks/bench_evidence.py).
-GAUSSIAN_SNR_INIT = 0.1  # initial noise sd = 0.1 * std(t)
+GAUSSIAN_SNR_INIT = 0.1  # initial noise sd = 0.1 * std(t) (SparseBayes), see initial_noise_precision
 INIT_ALPHA_MAX = 1e3  # initial alpha when the closed form is negative
 NOISE_WARMUP_MAX = 25  # longest noise warm-up (iterations)
 PREFETCH = 32  # cross products computed per pass over a lazy basis
@@ -35,3 +38,13 @@ POLISH_MAX_STEP = 2.0  # largest change of one log alpha (or log beta) in a Newt
 POLISH_GAIN = 1e-6  # predicted gain (nats) of a step below which a polish stops
 
 ADD, REESTIMATE, DELETE = "add", "reestimate", "delete"
+
+
+def initial_noise_precision(var_t):
+    """The noise precision every Gaussian fit starts from: ``1 / (0.1 std(t))^2``.
+
+    SparseBayes's assumed signal-to-noise ratio (``GAUSSIAN_SNR_INIT``); the
+    standard deviation is floored at 1e-6 so that constant targets give a
+    finite value.
+    """
+    return 1.0 / (GAUSSIAN_SNR_INIT * max(math.sqrt(var_t), 1e-6)) ** 2

@@ -1,13 +1,15 @@
 """One ascent of the fast sequential evidence maximisation, compiled (Numba).
 
-The same algorithm as :func:`rvm_ppl.closed_form.evidence._fit_sequential` for the
-plain evidence (no hyperpriors) on an explicit design matrix: the same
-decisions (:func:`rvm_ppl.closed_form.evidence.choose_action`), the same rank-one
-updates (Tipping & Faul 2003, Appendix A), the same drift check, noise
-schedule, alignment test, Newton polish and stopping rule. What it removes is the
-interpreter: the Python loop spends 100-200 microseconds per iteration on
-calls into NumPy for vectors of a few hundred entries, which up to
-N = 1000 is most of a fit.
+The Gaussian statistics of :class:`rvm_ppl.closed_form.evidence._Model` (the
+rank-one updates of Tipping & Faul 2003, Appendix A, the drift check, the
+noise update and the Newton polish) on an explicit design matrix, with the
+plain evidence (no hyperpriors). Its decisions are the sequential driver's:
+the gains, the choice with SparseBayes's preferences, the noise schedule and
+the alignment test are the functions of :mod:`rvm_ppl.closed_form.driver`
+compiled from their own code (``driver.compiled``), not copies. What the
+engine removes is the interpreter: the Python loop spends 100-200
+microseconds per iteration on calls into NumPy for vectors of a few hundred
+entries, which up to N = 1000 is most of a fit.
 
 The design matrix is materialised (``N x M``, C order; the engine divides
 by the column norms itself), so the engine serves small and mid-sized
@@ -33,17 +35,15 @@ import numpy as np
 from numba import njit
 
 from rvm_ppl.closed_form import constants as _ev
+from rvm_ppl.closed_form import driver as _driver
 
 OK, FAILED = 0, 1
-ADD, REESTIMATE, DELETE = 0, 1, 2
+_ZERO_FACTOR = _ev.ZERO_FACTOR
+ADD, REESTIMATE, DELETE = _driver.ADD_CODE, _driver.REESTIMATE_CODE, _driver.DELETE_CODE
 COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh", "polish", "refused")
 
 # Constants are frozen into the compiled code.
-_ZERO_FACTOR = _ev.ZERO_FACTOR
 _MIN_DELTA_LOG_BETA = _ev.MIN_DELTA_LOG_BETA
-_BETA_UPDATE_START = _ev.BETA_UPDATE_START
-_BETA_UPDATE_FREQUENCY = _ev.BETA_UPDATE_FREQUENCY
-_ALIGNMENT_MAX = _ev.ALIGNMENT_MAX
 _INIT_ALPHA_MAX = _ev.INIT_ALPHA_MAX
 _NOISE_WARMUP_MAX = _ev.NOISE_WARMUP_MAX
 _DRIFT_TOL = _ev.DRIFT_TOL
@@ -52,6 +52,21 @@ _POLISH_AFTER = _ev.POLISH_AFTER
 _POLISH_STEPS = _ev.POLISH_STEPS
 _POLISH_MAX_STEP = _ev.POLISH_MAX_STEP
 _POLISH_GAIN = _ev.POLISH_GAIN
+# The decisions, compiled from the sequential driver's source (rvm_ppl.closed_form.driver).
+_decisions = _driver.compiled(njit(cache=True, error_model="numpy"))
+_relevant = _decisions["relevant"]
+_add_gain = _decisions["add_gain"]
+_add_alpha = _decisions["add_alpha"]
+_left_out = _decisions["left_out"]
+_reestimate_alpha = _decisions["reestimate_alpha"]
+_reestimate_gain = _decisions["reestimate_gain"]
+_delete_gain = _decisions["delete_gain"]
+_prefer = _decisions["prefer"]
+_noise_due = _decisions["noise_due"]
+_block_aligned = _decisions["block_aligned"]
+_release = _decisions["release"]
+_reblock = _decisions["reblock"]
+_release_refused = _decisions["release_refused"]
 _LAPACK_MIN_N = 32  # model size from which factors and products come from LAPACK and BLAS
 _TINY = np.finfo(float).tiny
 _LOG_2PI = np.log(2 * np.pi)
@@ -250,73 +265,53 @@ def _pin(act, k, alpha, Sigma, mu, S, Q):
 
 
 @njit(cache=True, error_model="numpy")
-def _choose(S, Q, act, k, alpha, in_model, blocker, tol, top):
-    """:func:`rvm_ppl.closed_form.evidence.choose_action`: ``(action, index, new alpha, gain, terminate, n_top)``.
+def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
+    """The driver's decision (:func:`rvm_ppl.closed_form.driver.decide`) in one pass over candidates.
 
-    ``top`` receives the best addable candidates, best first (the drift
-    check looks at them).
+    The formulas and the preferences are the driver's functions, compiled;
+    the pass finds the best addable candidate without building the arrays
+    of every candidate's gain, and the gains of the model one basis at a time
+    (the driver's element-wise formulas on scalars; ``driver.member_gains``
+    applies them to arrays). ``top`` receives the best addable candidates,
+    best first (ties: lower index) for the drift check. Returns ``(action,
+    index, new alpha, gain, terminate, n_top)``.
     """
     M = S.shape[0]
     n_top = 0
     top_gain = np.empty(top.size)
-    best_add, add_gain = -1, 0.0
+    best_add, best_gain, best_alpha = -1, 0.0, 0.0
     for m in range(M):
-        if in_model[m] or blocker[m] >= 0 or not S[m] > 0:
+        if in_model[m] or blocker[m] >= 0 or not _relevant(S[m], Q[m]):
             continue
-        f = Q[m] * Q[m] - S[m]
-        if not f > _ZERO_FACTOR:
-            continue
-        quot = Q[m] * Q[m] / S[m]
-        g = 0.5 * (quot - 1.0 - np.log(quot))  # Tipping & Faul (2003), eq. (27), halved
-        if best_add < 0 or g > add_gain:
-            best_add, add_gain = m, g
+        g = _add_gain(S[m], Q[m])
+        if best_add < 0 or g > best_gain:
+            best_add, best_gain, best_alpha = m, g, _add_alpha(S[m], Q[m])
         # Insert into the short list of the best candidates (stable for ties).
         pos = n_top
         while pos > 0 and top_gain[pos - 1] < g:
             pos -= 1
         if pos < top.size:
-            last = min(n_top, top.size - 1)
-            for p in range(last, pos, -1):
+            for p in range(min(n_top, top.size - 1), pos, -1):
                 top[p] = top[p - 1]
                 top_gain[p] = top_gain[p - 1]
             top[pos] = m
             top_gain[pos] = g
             n_top = min(n_top + 1, top.size)
-
-    best, action, gain, new = -1, ADD, 0.0, np.inf
-    any_delete = False
-    del_k, del_gain = -1, 0.0
-    re_k, re_gain, re_new = -1, 0.0, np.inf
-    for i in range(k):
-        m = act[i]
-        Sa, Qa = S[m], Q[m]
-        denom = alpha[i] - Sa
-        sa, qa = alpha[i] * Sa / denom, alpha[i] * Qa / denom  # eqs. (23)-(24)
+    k = act.size
+    gain_a, new_a, delete = np.empty(k), np.empty(k), np.zeros(k, dtype=np.bool_)
+    for i in range(k):  # driver.member_gains, one basis at a time
+        Sa, Qa, a = S[act[i]], Q[act[i]], alpha[i]
+        sa, qa = _left_out(Sa, Qa, a)
         fa = qa * qa - sa
         if fa > _ZERO_FACTOR:
-            na = max(sa * sa / fa, _TINY)  # eq. (20)
-            delta = 1.0 / na - 1.0 / alpha[i]
-            g = 0.5 * (delta * Qa * Qa / (Sa * delta + 1.0) - np.log1p(Sa * delta))  # eq. (32)
-            if re_k < 0 or g > re_gain:
-                re_k, re_gain, re_new = i, g, na
+            new_a[i] = _reestimate_alpha(sa, fa)
+            gain_a[i] = _reestimate_gain(Sa, Qa, a, new_a[i])
         else:
-            g = -0.5 * (qa * qa / (sa + alpha[i]) - np.log1p(sa / alpha[i]))  # eq. (37)
-            if not any_delete or g > del_gain:
-                del_k, del_gain = i, g
-            any_delete = True
-    if any_delete:  # a pending deletion wins over everything (SparseBayes)
-        best, action, gain, new = act[del_k], DELETE, del_gain, np.inf
-    else:
-        if k:
-            best, action, gain, new = act[re_k], REESTIMATE, re_gain, re_new
-        if best_add >= 0 and (add_gain > gain or best < 0):
-            best, action, gain = best_add, ADD, add_gain
-            new = S[best_add] ** 2 / (Q[best_add] * Q[best_add] - S[best_add])
-    if best < 0:
-        best = 0
-    terminate = gain <= 0
-    if action == REESTIMATE and not any_delete and abs(np.log(new) - np.log(alpha[re_k])) < tol:
-        terminate = True
+            new_a[i] = np.inf
+            gain_a[i] = _delete_gain(sa, qa, a)
+            delete[i] = True
+    action, best, new, gain, terminate = _prefer(act, alpha, gain_a, new_a, delete, best_add, best_gain,
+                                                 best_alpha, tol, 0.0)
     return action, best, new, gain, terminate, n_top
 
 
@@ -331,33 +326,15 @@ def _column(slot, Gc, n_cols, Phi, scale, j):
 
 
 @njit(cache=True, error_model="numpy")
-def _block(G, j, blocker, in_model):
-    """Block the candidates aligned with basis ``j`` (``rvm_ppl.closed_form.evidence._block_aligned``)."""
-    n = 0
-    for m in range(G.shape[0]):
-        if G[m] > _ALIGNMENT_MAX and blocker[m] < 0 and not in_model[m]:
-            blocker[m] = j
-            n += 1
-    return n
-
-
-@njit(cache=True, error_model="numpy")
 def _unblock(GT, act, k, j, blocker):
-    """Release the candidates ``j`` blocked (``rvm_ppl.closed_form.evidence._unblock``)."""
-    M = blocker.shape[0]
-    for m in range(M + 1):
-        f = j if m == M else m
-        if m < M and blocker[m] != j:
-            continue
-        blocker[f] = -1
-        if k == 0:
-            continue
-        bi, bv = 0, GT[0, f]
-        for i in range(1, k):
-            if GT[i, f] > bv:
-                bi, bv = i, GT[i, f]
-        if bv > _ALIGNMENT_MAX:
-            blocker[f] = act[bi]
+    """Release the candidates ``j`` blocked, re-blocking those aligned with another basis."""
+    freed = _release(j, blocker)
+    if k:
+        cos = np.empty((freed.size, k))
+        for r in range(freed.size):
+            for i in range(k):
+                cos[r, i] = GT[i, freed[r]]
+        _reblock(freed, cos, act[:k], blocker)
 
 
 @njit(cache=True, error_model="numpy")
@@ -667,23 +644,17 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     trace[0] = logml
     if alignment_test:
         for i in range(k):
-            counts[4] += _block(GT[i], act[i], blocker, in_model)
+            counts[4] += _block_aligned(GT[i], act[i], blocker, in_model)
     converged = False
     noise_from = 0 if not noise_warmup else -1
     streak = 0  # re-estimations in a row
     it = 0
     for it in range(1, max_iter + 1):
-        action, best, new, gain, terminate, n_top = _choose(S, Q, act, k, alpha, in_model, blocker,
-                                                             tol, top)
-        if fixed_beta:
-            update_noise = False
-        elif noise_from < 0:  # noise warm-up
-            update_noise = terminate or it >= _NOISE_WARMUP_MAX
-            if update_noise:
-                noise_from = it
-        else:
-            kk = it - noise_from
-            update_noise = terminate or kk <= _BETA_UPDATE_START or kk % _BETA_UPDATE_FREQUENCY == 0
+        action, best, new, gain, terminate, n_top = _choose(S, Q, act[:k], alpha[:k], in_model, blocker, tol,
+                                                             top)
+        update_noise = False
+        if not fixed_beta:
+            update_noise, noise_from = _noise_due(it, noise_from, terminate, _NOISE_WARMUP_MAX)
 
         if not terminate:
             before = logml
@@ -694,7 +665,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
                 k += 1
                 counts[0] += 1
                 if alignment_test:
-                    counts[4] += _block(Gc[r], best, blocker, in_model)
+                    counts[4] += _block_aligned(Gc[r], best, blocker, in_model)
             else:
                 k = _change(best, new, action == DELETE, act, k, alpha, Sigma, mu, GT, S, Q, beta)
                 if action == REESTIMATE:
@@ -704,9 +675,7 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
                     counts[2] += 1
                     if alignment_test:
                         _unblock(GT, act, k, best, blocker)
-                    for m in range(M):  # refused candidates: the span has shrunk
-                        if blocker[m] == M:
-                            blocker[m] = -1
+                    _release_refused(blocker)  # refused candidates: the span has shrunk
             _pin(act, k, alpha, Sigma, mu, S, Q)
             logml += gain
             if action == ADD:

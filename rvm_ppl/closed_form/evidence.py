@@ -13,10 +13,15 @@ precisions, ``beta`` noise precision, ``Sigma`` and ``mu`` the posterior of the
 weights in the model, ``S, Q`` the sparsity and quality factors with the
 basis function in the model, ``s, q`` with it left out.
 
-Each climb runs in a compiled loop (:mod:`rvm_ppl.closed_form.engine`) when
-the basis fits in memory as a dense matrix and the fit uses no hyperprior,
-callback or progress logging; the loop below is the reference it follows
-decision for decision, and serves every other case.
+The decisions (which candidate to add, re-estimate or delete, the noise
+schedule, the alignment test, the refusal of additions the exact evidence
+does not confirm, when to stop) are those of the sequential driver
+(:mod:`rvm_ppl.closed_form.driver`), which runs the climb over
+:class:`_Model`, the Gaussian statistics with Tipping & Faul's rank-one
+updates. Large problems run in a compiled loop
+(:mod:`rvm_ppl.closed_form.engine`) when the basis fits in memory as a dense
+matrix and the fit uses no hyperprior, callback or progress logging; it
+calls the driver's decision functions compiled by Numba.
 
 Every action is chosen because it raises ``L``; the noise update is a
 MacKay fixed-point step that is accepted only if it raises ``L`` too (with
@@ -47,7 +52,6 @@ import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.linalg import lapack
 from sklearn.exceptions import ConvergenceWarning
 
 from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
@@ -76,11 +80,23 @@ from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
     PREFETCH_CHEAP,
     REESTIMATE,
     ZERO_FACTOR,
+    initial_noise_precision,
 )
+from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
+    Decision,
+    as_mask,
+    ascend,
+    decide,
+    noise_due,
+    scalar_gains,
+)
+from rvm_ppl.core.gaussian import log_evidence as gaussian_log_evidence
 from rvm_ppl.core.linalg import (
     cho_covariance,
     cho_logdet,
+    cho_solve,
     cholesky_jittered,
+    cholesky_or_none,
     solve_lower,
     solve_lower_t_right,
 )
@@ -210,58 +226,18 @@ def out_factors(S, Q, active, alpha):
     return s, q
 
 
-@dataclass
-class Decision:
-    """One step of the fast sequential algorithm: what to do to which basis."""
-
-    action: str  # ADD, REESTIMATE or DELETE
-    index: int  # basis index
-    new_alpha: float  # its new alpha (inf for a deletion)
-    gain: float  # predicted change in the log evidence
-    terminate: bool  # no step is worth taking
-    add_order: np.ndarray  # addable candidates, best first (for prefetching)
-
-
-def _top(idx, gains, k):
-    """The ``k`` entries of ``idx`` with the largest ``gains``, best first."""
-    if idx.size > k:
-        part = np.argpartition(-gains, k - 1)[:k]
-        idx, gains = idx[part], gains[part]
-    return idx[np.argsort(-gains, kind="stable")]
-
-
-def _decide(dl, new_alpha, alpha_of, in_model, reestimate, delete, add, tol):
-    """The best action from every candidate's gain ``dl``, with SparseBayes's preferences.
-
-    A pending deletion wins: re-estimation and addition gains are zeroed
-    when any deletion is available. Terminate when nothing gains, or when
-    the best action is a re-estimation changing ``log alpha`` by less than
-    ``tol`` and no deletion is pending.
-    """
-    add_order = _top(add, dl[add], ADD_ORDER)
-    if delete.size:
-        dl[reestimate] = 0.0
-        dl[add] = 0.0
-    best = int(np.argmax(dl))
-    gain = float(dl[best])
-    action = DELETE if best in delete else (REESTIMATE if in_model[best] else ADD)
-    terminate = gain <= 0 or (
-        action == REESTIMATE
-        and abs(np.log(new_alpha[best]) - np.log(alpha_of[best])) < tol
-        and delete.size == 0
-    )
-    return Decision(action, best, float(new_alpha[best]), gain, terminate, add_order)
-
-
 def choose_action(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
     """Choose the action that increases the log evidence most.
 
-    Implements the decision phase of Tipping & Faul (2003), §4 with
-    SparseBayes's preferences: every candidate's change in log evidence is
-    computed for its only possible action (add, re-estimate or delete), a
-    pending deletion takes priority over everything else, and the loop
-    should stop when nothing increases the evidence or the best action is a
-    re-estimation changing ``log alpha`` by less than ``tol``.
+    The decision of Tipping & Faul (2003), §4, with SparseBayes's
+    preferences, as the sequential driver takes it
+    (:func:`rvm_ppl.closed_form.driver.scalar_gains` and
+    :func:`~rvm_ppl.closed_form.driver.prefer`): every candidate's change
+    in log evidence is computed for its only possible action (add,
+    re-estimate or delete), a pending deletion takes priority over
+    everything else, and the loop should stop when nothing increases the
+    evidence or the best action is a re-estimation changing ``log alpha``
+    by less than ``tol``.
 
     Parameters
     ----------
@@ -278,66 +254,10 @@ def choose_action(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
     -------
     Decision
     """
+    S, Q = np.asarray(S, dtype=float), np.asarray(Q, dtype=float)
     act = np.asarray(active, dtype=int)
     alpha = np.asarray(alpha, dtype=float)
-    # Candidates outside the model: s = S, q = Q (eqs. 23-24). Only the
-    # relevant ones (q^2 > s, eq. 20) and s > 0 (rounding in a nearly
-    # singular model can leave s <= 0 for a column that adds nothing) are
-    # touched beyond this one pass.
-    factor = Q * Q
-    factor -= S
-    cand = factor > ZERO_FACTOR
-    cand &= S > 0
-    cand[act] = False
-    if isinstance(blocked, np.ndarray) and blocked.dtype == bool:
-        cand &= ~blocked
-    elif len(blocked):
-        cand[list(blocked)] = False
-    ad = np.flatnonzero(cand)
-    # Add (Tipping & Faul 2003, eq. 27, halved).
-    quot = Q[ad] ** 2 / S[ad]
-    add_gain = 0.5 * (quot - 1 - np.log(quot))
-    add_order = _top(ad, add_gain, ADD_ORDER)
-
-    # Basis functions in the model: left-out factors (eqs. 23-24).
-    Sa, Qa = S[act], Q[act]
-    denom = alpha - Sa
-    sa, qa = alpha * Sa / denom, alpha * Qa / denom
-    fa = qa**2 - sa
-    re = fa > ZERO_FACTOR
-    de = ~re
-    gain_a = np.zeros(act.size)
-    new_a = np.full(act.size, np.inf)
-    # Re-estimate (eq. 32, halved): alpha~ = s^2 / (q^2 - s).
-    new_a[re] = np.maximum(sa[re] ** 2 / fa[re], np.finfo(float).tiny)
-    delta = 1.0 / new_a[re] - 1.0 / alpha[re]
-    gain_a[re] = 0.5 * (delta * Qa[re] ** 2 / (Sa[re] * delta + 1) - np.log1p(Sa[re] * delta))
-    # Delete (eq. 37, halved).
-    gain_a[de] = -0.5 * (qa[de] ** 2 / (sa[de] + alpha[de]) - np.log1p(sa[de] / alpha[de]))
-
-    # SparseBayes's preferences: a pending deletion wins over everything.
-    if de.any():
-        k = int(np.flatnonzero(de)[np.argmax(gain_a[de])])
-        best, action, gain, new = int(act[k]), DELETE, float(gain_a[k]), np.inf
-    else:
-        best, action, gain, new = -1, ADD, 0.0, np.inf
-        if act.size:
-            k = int(np.argmax(gain_a))
-            best, action, gain, new = int(act[k]), REESTIMATE, float(gain_a[k]), float(new_a[k])
-        if add_order.size:
-            a0 = int(add_order[0])
-            g = float(add_gain[np.searchsorted(ad, a0)])
-            if g > gain or best < 0:
-                best, action, gain = a0, ADD, g
-                new = float(S[a0] ** 2 / factor[a0])
-    if best < 0:  # nothing in the model and nothing to add
-        best = 0
-    terminate = gain <= 0 or (
-        action == REESTIMATE
-        and abs(np.log(new) - np.log(alpha[act == best][0])) < tol
-        and not de.any()
-    )
-    return Decision(action, best, new, gain, terminate, add_order)
+    return decide(act, alpha, scalar_gains(S, Q, act, alpha, as_mask(blocked, S.size)), tol)
 
 
 # -- general Gamma hyperpriors (Tipping 2001, Appendix A) -------------------
@@ -575,45 +495,40 @@ def choose_action_prior(S, Q, active, alpha, *, scale, priors, blocked=(), tol=M
     -------
     Decision
     """
-    M = len(S)
+    act = np.asarray(active, dtype=int)
+    alpha = np.asarray(alpha, dtype=float)
+    gains = prior_gains(S, Q, act, alpha, scale, priors, as_mask(blocked, len(S)))
+    return decide(act, alpha, gains, tol)
+
+
+def prior_gains(S, Q, act, alpha, scale, priors, blocked):
+    """:func:`rvm_ppl.closed_form.driver.scalar_gains` for the penalised objective (:func:`choose_action_prior`).
+
+    The new ``alpha`` are on the unit-norm columns of ``S, Q`` and ``alpha``.
+    """
     a, b = priors["a"], priors["b"]
     sc2 = scale**2
-    s_u, q_u = out_factors(S, Q, active, alpha)
+    s_u, q_u = out_factors(S, Q, act, alpha)
     s, q = s_u * sc2, q_u * scale  # original column units
-    act = np.asarray(active, dtype=int)
-    in_model = np.zeros(M, dtype=bool)
-    in_model[act] = True
-    alpha_of = np.full(M, np.inf)
-    alpha_of[act] = np.asarray(alpha) * sc2[act]
-
+    alpha_of = alpha * sc2[act]
     # s <= 0 (rounding in a nearly singular model) marks a basis that adds nothing.
     ok = s > 0
-    best_alpha = np.full(M, np.inf)
-    best_value = np.zeros(M)
+    best_alpha = np.full(len(S), np.inf)
+    best_value = np.zeros(len(S))
     best_alpha[ok], best_value[ok] = alpha_maximiser(s[ok], q[ok], a, b)
-    dl = np.zeros(M)
-    new_alpha = np.full(M, np.inf)
-
-    keep = act[best_value[act] > 0]
-    de = act[best_value[act] <= 0]
+    best_alpha /= sc2  # back to unit-norm columns
+    delete = ~(best_value[act] > 0)
+    gain_a = np.zeros(act.size)
+    new_a = np.full(act.size, np.inf)
     if act.size:
-        current = alpha_objective(alpha_of[act], s[act], q[act], a, b)
-        cur = np.zeros(M)
-        cur[act] = current
-        dl[keep] = best_value[keep] - cur[keep]
-        new_alpha[keep] = best_alpha[keep]
-        dl[de] = -cur[de]
-    cand = ~in_model & ok & (best_value > 0)
-    if isinstance(blocked, np.ndarray) and blocked.dtype == bool:
-        cand &= ~blocked
-    elif len(blocked):
-        cand[list(blocked)] = False
+        current = np.atleast_1d(alpha_objective(alpha_of, s[act], q[act], a, b))
+        gain_a[~delete] = best_value[act][~delete] - current[~delete]
+        new_a[~delete] = best_alpha[act][~delete]
+        gain_a[delete] = -current[delete]
+    cand = ok & (best_value > 0) & ~blocked
+    cand[act] = False
     ad = np.flatnonzero(cand)
-    dl[ad] = best_value[ad]
-    new_alpha[ad] = best_alpha[ad]
-    d = _decide(dl, new_alpha, alpha_of, in_model, keep, de, ad, tol)
-    d.new_alpha = d.new_alpha / sc2[d.index]  # back to unit-norm columns
-    return d
+    return ad, best_value[ad], best_alpha[ad], gain_a, new_a, delete
 
 
 class _Columns:
@@ -672,6 +587,91 @@ class _Model:
         self._cols = _Columns(self.N)  # Phi~[:, active]
         self.G = {}  # j -> Phi~^T phi~_j, shape (M,)
         self._GA = _Columns(basis.n_basis)  # Phi~^T Phi~[:, active]
+        self.priors = None  # Gamma hyperpriors (resolve_evidence_priors), original column units
+        self.alpha_prior = False
+
+    # -- the statistics interface of rvm_ppl.closed_form.driver.ascend -------
+    tracks_gain = True  # rank-one updates: the log evidence moves by the predicted gain
+    n_exact = 0  # no stall guard: the objective never decreases
+
+    @property
+    def M(self):
+        return self.basis.n_basis
+
+    def gains(self, blocked):
+        """Every candidate's change in the objective (:func:`rvm_ppl.closed_form.driver.scalar_gains`)."""
+        if self.alpha_prior:
+            return prior_gains(self.S, self.Q, self.act_idx, self.alpha, self.scale, self.priors, blocked)
+        return scalar_gains(self.S, self.Q, self.act_idx, self.alpha, blocked)
+
+    def cosine(self, j):
+        """Cosines of every candidate with basis ``j`` (unit-norm columns)."""
+        return self.G[j]
+
+    def cosines(self, idx):
+        """Cosines of candidates ``idx`` with every basis in the model, ``(len(idx), k)``."""
+        return self.GA[idx]
+
+    def objective(self):
+        """The exact objective (log evidence plus hyperprior terms) at the current model."""
+        return self.full_statistics(factors=False)["logml"] + self.penalty()
+
+    def reload(self):
+        self.load(self.full_statistics())
+
+    def refresh_before(self, d):
+        return False
+
+    def snapshot(self):
+        return None
+
+    def schedule(self, *, fixed_beta, noise_warmup, beta_max, c_d, refresh):
+        """Set the noise schedule and the checks of the rank-one updates; start the traces."""
+        self.fixed_beta, self.beta_max, self.c_d, self.refresh_every = fixed_beta, beta_max, c_d, refresh
+        self.noise_from = -1 if noise_warmup else 0  # -1: the noise warm-up
+        self.streak = 0  # re-estimations in a row
+        self.rng = np.random.default_rng(0)  # drift-check sample
+        self.counts = {"noise": 0, "refresh": 0, "polish": 0}
+        self.trace = [self.logml]
+        self.objective_trace = [self.logml + self.penalty()]
+
+    def after_step(self, it, d):
+        """The noise schedule, the checks of the rank-one updates and the polish after step ``d``.
+
+        Returns whether the noise moved (which continues an ascent ``d`` would stop).
+        """
+        terminate = d.terminate
+        update_noise = False
+        if not self.fixed_beta:
+            update_noise, self.noise_from = noise_due(it, self.noise_from, terminate, NOISE_WARMUP_MAX)
+        noise_moved = False
+        if update_noise:
+            noise_moved = _update_noise(self, self.beta_max, *self.c_d)
+            self.counts["noise"] += noise_moved
+        elif not terminate and self.active and self.refresh_every != "drift":
+            if it % self.refresh_every == 0:
+                self.load(self.full_statistics())
+                self.counts["refresh"] += 1
+        elif not terminate and self.active:
+            # Keep the rank-one updates honest: compare them with exact values
+            # on the model, the best candidates to add and a random sample,
+            # and recompute everything when they have drifted.
+            idx = np.concatenate([
+                self.act_idx, d.add_order[:DRIFT_SAMPLE], self.rng.integers(0, self.M, DRIFT_SAMPLE)
+            ])
+            if self.drift(idx) > DRIFT_TOL:
+                self.load(self.full_statistics())
+                self.counts["refresh"] += 1
+        if not terminate:
+            self.streak = self.streak + 1 if d.action == REESTIMATE else 0
+        if self.streak >= POLISH_AFTER and self.priors is None:
+            self.streak = 0
+            self.counts["polish"] += _polish(self, self.beta_max,
+                                             not self.fixed_beta and self.noise_from >= 0)
+        if not terminate or noise_moved:
+            self.trace.append(self.logml)
+            self.objective_trace.append(self.logml + self.penalty())
+        return noise_moved
 
     @property
     def cols(self):
@@ -717,8 +717,8 @@ class _Model:
         if not self.active:
             return 0.0
         beta = self.beta
-        L = _chol(self.precision(beta))
-        mu = beta * _cho_solve(L, self.proj[self.act_idx])
+        L = cholesky_jittered(self.precision(beta), what="posterior precision of the weights")
+        mu = beta * cho_solve(L, self.proj[self.act_idx])
         Gi = self.GA[idx]
         B = solve_lower_t_right(L, Gi)  # rows L^{-1} Phi_A^T phi_m
         S = beta - beta**2 * np.einsum("ij,ij->i", B, B)
@@ -745,8 +745,8 @@ class _Model:
         beta = self.beta if beta is None else beta
         M = len(self.active)
         if M:
-            L = _chol(self.precision(beta))  # Tipping (2001) eq. (12)
-            Sigma = _cho_covariance(L)
+            L = cholesky_jittered(self.precision(beta), what="posterior precision of the weights")  # Tipping (2001) eq. (12)
+            Sigma = cho_covariance(L)
             mu = beta * Sigma @ self.proj[self.act_idx]  # eq. (13)
             resid = self.t - self.cols @ mu
             if factors:
@@ -763,14 +763,7 @@ class _Model:
             logdet_H = 0.0
         ED = float(resid @ resid)
         # Tipping (2001) eq. (15) written through the M x M Cholesky factor.
-        logml = 0.5 * (
-            self.N * np.log(beta)
-            - beta * ED
-            - float(np.sum(self.alpha * mu**2))
-            + float(np.sum(np.log(self.alpha)))
-            - logdet_H
-            - self.N * np.log(2 * np.pi)
-        )
+        logml = gaussian_log_evidence(self.N, beta, self.alpha, mu, ED, logdet_H)
         return dict(beta=beta, Sigma=Sigma, mu=mu, S=S, Q=Q, ED=ED, logml=logml)
 
     def result(self, trace, n_iter, converged, *, aligned=(), counts=None, priors=None,
@@ -817,12 +810,12 @@ class _Model:
             self.S[a] = self.alpha - self.alpha**2 * d
             self.Q[a] = self.alpha * self.mu
 
-    def penalty(self, priors):
+    def penalty(self):
         """Hyperprior terms of the objective at the current state (original column units)."""
-        if priors is None:
+        if self.priors is None:
             return 0.0
         sc = self.scale[np.asarray(self.active, dtype=int)]
-        return prior_penalty(self.alpha * sc**2, self.beta, priors)
+        return prior_penalty(self.alpha * sc**2, self.beta, self.priors)
 
     def warm_start(self, active, alpha):
         """Load basis functions ``active`` with precisions ``alpha`` (original column units)."""
@@ -846,7 +839,8 @@ class _Model:
         return out_factors(self.S, self.Q, self.active, self.alpha)
 
     # -- rank-one updates (Tipping & Faul 2003, Appendix A) -----------------
-    def reestimate(self, pos, new_alpha):
+    def reestimate(self, j, new_alpha):
+        pos = self.active.index(j)
         Sj = self.Sigma[:, pos].copy()
         kappa = 1.0 / (Sj[pos] + 1.0 / (new_alpha - self.alpha[pos]))
         comm = self.beta * (self.GA @ Sj)
@@ -858,7 +852,8 @@ class _Model:
         self.alpha[pos] = new_alpha
         self.pin_active()
 
-    def delete(self, pos):
+    def delete(self, j):
+        pos = self.active.index(j)
         Sj = self.Sigma[:, pos].copy()
         Sjj = Sj[pos]
         comm = self.beta * (self.GA @ Sj)
@@ -878,7 +873,12 @@ class _Model:
         self.act_idx = np.asarray(self.active, dtype=int)
         self.pin_active()
 
-    def add(self, i, new_alpha):
+    def add(self, i, new_alpha, order=()):
+        """Add basis ``i`` at ``new_alpha``; returns its cosines with every candidate.
+
+        ``order``: the next likely additions, whose cross products are prefetched.
+        """
+        self.ensure_cross(i, candidates=[int(c) for c in order])
         Gi = self.G[i]
         Sii = 1.0 / (new_alpha + self.S[i])
         mu_i = Sii * self.Q[i]
@@ -901,6 +901,7 @@ class _Model:
         self.act_idx = np.asarray(self.active, dtype=int)
         self.in_model[i] = True
         self.pin_active()
+        return Gi
 
 
 
@@ -938,85 +939,11 @@ def _state_result(scale, active, alpha, mu, Sigma, S, Q, beta, logml, trace, n_i
     )
 
 
-def _chol(H):
-    """Lower Cholesky factor by LAPACK, with :func:`cholesky_jittered` when that fails.
-
-    The direct call skips scipy's argument checking, which costs more than
-    the factorisation of the small matrices met in every iteration.
-    """
-    c, info = lapack.dpotrf(H, lower=1, clean=1)
-    if info == 0 and np.isfinite(c[-1, -1]):  # a NaN anywhere in H reaches c[-1, -1]
-        return c
-    return cholesky_jittered(H, what="posterior precision of the weights")
-
-
-def _cho_solve(L, b):
-    """Solve ``(L L^T) x = b`` (LAPACK ``potrs``)."""
-    x, _ = lapack.dpotrs(L, b, lower=1)
-    return x
-
-
-def _cho_covariance(L):
-    """``(L L^T)^{-1} = L^{-T} L^{-1}`` (LAPACK ``trtri``), the posterior covariance itself."""
-    Linv, _ = lapack.dtrtri(L, lower=1)
-    return Linv.T @ Linv
-
-
 def _gram(basis, idx):
     """``Phi^T Phi[:, idx]`` on the basis's own column scale."""
     if hasattr(basis, "gram"):
         return basis.gram(idx)
     return basis.cross(basis.columns(idx))
-
-
-def _block_aligned(model, j, blocker):
-    """Block the candidates whose cosine with basis ``j`` exceeds ``ALIGNMENT_MAX``.
-
-    SparseBayes's redundancy test (Tipping & Faul 2003, §5.4 of the
-    SparseBayes manual) skips a candidate when it is proposed and nearly
-    duplicates a basis function in the model. Blocking every such candidate
-    as soon as ``j`` enters gives the same decisions (a blocked candidate
-    can never be proposed) without spending an iteration on each skip.
-    Returns the number of newly blocked candidates.
-    """
-    g = model.G[j]
-    new = np.flatnonzero(g > ALIGNMENT_MAX)
-    new = new[(blocker[new] < 0) & ~model.in_model[new]]
-    blocker[new] = j
-    return new.size
-
-
-def _unblock(model, j, blocker):
-    """Release the candidates ``j`` blocked, re-blocking those aligned with another basis."""
-    freed = np.flatnonzero(blocker == j)
-    blocker[freed] = -1
-    if model.active:
-        freed = np.append(freed, j)
-        cos = model.GA[freed]
-        k = np.argmax(cos, axis=1)
-        hit = cos[np.arange(freed.size), k] > ALIGNMENT_MAX
-        blocker[freed[hit]] = np.asarray(model.active)[k[hit]]
-
-
-def _refuse(model, j, blocker, alignment_test):
-    """Undo the addition of basis ``j`` and keep it out until the next deletion.
-
-    An addition is chosen for the gain its statistics ``S_j, Q_j`` predict
-    (Tipping & Faul 2003, eq. 27). Where ``phi_j`` nearly lies in the span
-    of the model (a wide kernel on a dense grid) the posterior precision
-    with it is too ill-conditioned for that prediction, and the exact
-    objective after the addition can be lower: the next iteration deletes
-    ``j`` again, and the ascent cycles. ``blocker[j] = M`` marks ``j`` as
-    refused until the next deletion, which shrinks the span of the model;
-    the statistics are recomputed without it. The alignment test does not
-    take refused candidates over: a basis that did, and was itself refused,
-    would release them, and the two would cycle.
-    """
-    model.delete(model.active.index(j))
-    if alignment_test:
-        _unblock(model, j, blocker)  # release what j's alignment test blocked
-    blocker[j] = blocker.size
-    model.load(model.full_statistics())
 
 
 class _Progress:
@@ -1292,7 +1219,7 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
     var_t = float(np.var(t))
     beta_max = BETA_MAX_FACTOR / max(var_t, np.finfo(float).tiny)
     if beta is None:
-        beta = 1.0 / (GAUSSIAN_SNR_INIT * max(np.sqrt(var_t), 1e-6)) ** 2
+        beta = initial_noise_precision(var_t)
     beta = float(min(beta, beta_max)) if not fixed_beta else float(beta)
 
     if isinstance(warm_start, EvidenceResult):
@@ -1336,113 +1263,20 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
         model.Sigma, model.mu = np.zeros((0, 0)), np.zeros(0)
         model.add(start, alpha0)
     model.load(model.full_statistics())
-
-    trace = [model.logml]
-    objective_trace = [model.logml + model.penalty(priors)]
-    blocker = np.full(M, -1)  # candidate -> basis in the model it duplicates (-1: none)
-    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "noise": 0, "aligned": 0, "refresh": 0, "polish": 0,
-              "refused": 0}
-    if alignment_test:
-        for j in model.active:
-            counts["aligned"] += _block_aligned(model, j, blocker)
-    streak = 0  # re-estimations in a row
-    rng = np.random.default_rng(0)  # drift-check sample
-    converged = False
-    it = 0
-    noise_from = 0 if not noise_warmup else None
-    for it in range(1, max_iter + 1):
-        if alpha_prior:
-            d = choose_action_prior(
-                model.S, model.Q, model.active, model.alpha, scale=scale, priors=priors,
-                blocked=blocker >= 0, tol=tol,
-            )
-        else:
-            d = choose_action(model.S, model.Q, model.act_idx, model.alpha, blocked=blocker >= 0, tol=tol)
-        action, best, gain, terminate = d.action, d.index, d.gain, d.terminate
-
-        if fixed_beta:
-            update_noise = False
-        elif noise_from is None:
-            # Noise warm-up: hold beta at its initial value until the basis
-            # has converged (or for NOISE_WARMUP_MAX iterations), then
-            # re-estimate it on SparseBayes's schedule.
-            update_noise = terminate or it >= NOISE_WARMUP_MAX
-            if update_noise:
-                noise_from = it
-        else:
-            k = it - noise_from
-            update_noise = terminate or k <= BETA_UPDATE_START or k % BETA_UPDATE_FREQUENCY == 0
-
-        if not terminate:
-            before = model.penalty(priors)
-            objective_before = model.logml + before
-            if action == ADD:
-                model.ensure_cross(best, candidates=d.add_order.tolist())
-                model.add(best, d.new_alpha)
-                counts[ADD] += 1
-                if alignment_test:
-                    counts["aligned"] += _block_aligned(model, best, blocker)
-            elif action == REESTIMATE:
-                model.reestimate(model.active.index(best), d.new_alpha)
-                counts[REESTIMATE] += 1
-            else:
-                model.delete(model.active.index(best))
-                counts[DELETE] += 1
-                # Candidates blocked by the deleted basis become eligible again,
-                # and so do refused ones: the span of the model has shrunk.
-                if alignment_test:
-                    _unblock(model, best, blocker)
-                blocker[blocker == M] = -1
-            # The gain is the change in the objective; keep only its evidence part.
-            model.logml += gain if priors is None else gain - (model.penalty(priors) - before)
-            if action == ADD and (model.full_statistics(factors=False)["logml"] + model.penalty(priors)
-                                  < objective_before):
-                _refuse(model, best, blocker, alignment_test)
-                counts["refused"] += 1
-
-        noise_moved = False
-        if update_noise:
-            noise_moved = _update_noise(model, beta_max, *c_d)
-            counts["noise"] += noise_moved
-        elif not terminate and model.active and refresh != "drift":
-            if it % refresh == 0:
-                model.load(model.full_statistics())
-                counts["refresh"] += 1
-        elif not terminate and model.active:
-            # Keep the rank-one updates honest: compare them with exact values
-            # on the model, the best candidates to add and a random sample,
-            # and recompute everything when they have drifted.
-            idx = np.concatenate([
-                model.act_idx, d.add_order[:DRIFT_SAMPLE], rng.integers(0, M, DRIFT_SAMPLE)
-            ])
-            if model.drift(idx) > DRIFT_TOL:
-                model.load(model.full_statistics())
-                counts["refresh"] += 1
-        if not terminate:
-            streak = streak + 1 if action == REESTIMATE else 0
-        if streak >= POLISH_AFTER and priors is None:
-            streak = 0
-            counts["polish"] += _polish(model, beta_max, not fixed_beta and noise_from is not None)
-
-        if not terminate or noise_moved:
-            trace.append(model.logml)
-            objective_trace.append(model.logml + model.penalty(priors))
-            if callback is not None:
-                callback(it, action if not terminate else "noise", best, model.logml)
-        report(it0 + it, len(model.active), model.logml)
-        if terminate and not noise_moved:
-            converged = True
-            break
-    else:
-        if warn:
-            warn_not_converged(max_iter)
-
+    model.priors, model.alpha_prior = priors, alpha_prior
+    model.schedule(fixed_beta=fixed_beta, noise_warmup=noise_warmup, beta_max=beta_max, c_d=c_d,
+                   refresh=refresh)
+    run = ascend(model, max_iter=max_iter, tol=tol, alignment_test=alignment_test, callback=callback,
+                 report=report, it0=it0, warn_not_converged=warn_not_converged if warn else None)
     model.load(model.full_statistics())
+    c = run["counts"]
+    counts = {k: c.get(k, model.counts.get(k, 0))
+              for k in (ADD, REESTIMATE, DELETE, "noise", "aligned", "refresh", "polish", "refused")}
     return model.result(
-        trace, it, converged, aligned=np.flatnonzero((blocker >= 0) & (blocker < M)), counts=counts,
-        priors=priors,
-        objective_trace=objective_trace,
+        model.trace, run["n_iter"], run["converged"], aligned=run["aligned"], counts=counts,
+        priors=priors, objective_trace=model.objective_trace,
     )
+
 
 def fit_evidence_full(
     Phi, t, *, beta=None, fixed_beta=False, max_iter=10_000, tol=MIN_DELTA_LOG_ALPHA, alpha_prune=1e12
@@ -1480,7 +1314,7 @@ def fit_evidence_full(
     var_t = float(np.var(t))
     beta_max = BETA_MAX_FACTOR / max(var_t, np.finfo(float).tiny)
     if beta is None:
-        beta = 1.0 / (GAUSSIAN_SNR_INIT * max(np.sqrt(var_t), 1e-6)) ** 2
+        beta = initial_noise_precision(var_t)
     basis = DenseBasis(Phi / scale)
     model = _Model(basis, t, np.ones(M), basis.Phi.T @ t, float(beta))
     PtP = basis.Phi.T @ basis.Phi
@@ -1574,9 +1408,9 @@ def newton_direction(g, H):
     while lam <= 1e8 * top:
         P = -H
         P.flat[:: n + 1] += lam
-        c, info = lapack.dpotrf(P, lower=1, clean=1)
-        if info == 0 and np.isfinite(c[-1, -1]):  # as in _chol, without its jitter
-            step = _cho_solve(c, g)
+        c = cholesky_or_none(P)
+        if c is not None:
+            step = cho_solve(c, g)
             largest = max(float(np.max(np.abs(step))), np.finfo(float).tiny)
             return step * min(1.0, POLISH_MAX_STEP / largest)
         lam = 1e-8 * top if lam == 0.0 else 10.0 * lam

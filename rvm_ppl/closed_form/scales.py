@@ -43,7 +43,6 @@ __all__ = [
     "extended_design_matrix",
     "extended_basis_labels",
     "extended_design_columns",
-    "log_evidence_eta",
     "fit_eta_rvm",
 ]
 
@@ -227,46 +226,6 @@ def _sq_diffs(X, centres):
     return (X[:, None, :] - centres[None, :, :]) ** 2
 
 
-def log_evidence_eta(X, t, log_eta, *, centres, fixed, alpha, beta):
-    """Log evidence and its gradient with respect to ``log eta`` for a fixed model.
-
-    Parameters
-    ----------
-    X : ndarray of shape (N, d)
-    t : ndarray of shape (N,)
-    log_eta : ndarray of shape (d,)
-        Log input scales of the Gaussian kernel (Tipping 2001, eq. 31).
-    centres : ndarray of shape (m, d)
-        Centres of the kernel basis functions in the model.
-    fixed : ndarray of shape (N, f)
-        The other basis functions in the model (bias, extra columns).
-    alpha : ndarray of shape (f + m,)
-        Their precisions, ``fixed`` first.
-    beta : float
-
-    Returns
-    -------
-    value : float
-        ``log N(t | 0, beta^{-1} I + Phi A^{-1} Phi^T)``.
-    grad : ndarray of shape (d,)
-        ``dL / dlog eta``, by automatic differentiation (the quantity of
-        Tipping 2001, eqs. 53-57, times ``eta``); ``nan`` where the
-        Cholesky factorisation fails.
-    """
-    f = _compiled_log_evidence()
-    X = np.asarray(X, dtype=float)
-    centres = np.asarray(centres, dtype=float).reshape(-1, X.shape[1])
-    value, grad = f(
-        np.asarray(log_eta, dtype=float),
-        _sq_diffs(X, centres),
-        np.asarray(fixed, dtype=float).reshape(X.shape[0], -1),
-        np.asarray(alpha, dtype=float),
-        float(beta),
-        np.asarray(t, dtype=float),
-    )
-    return float(value), np.asarray(grad, dtype=float)
-
-
 # -- the eta-RVM ---------------------------------------------------------------
 
 def _eta_step(X, t, log_eta, res, *, fixed_cols, bounds, steps):
@@ -331,7 +290,7 @@ def fit_eta_rvm(
 
     1. **eta step**: ``eta_steps`` L-BFGS-B iteration(s) on ``log eta``
        with the active set, ``alpha`` and ``beta`` held fixed, using the
-       PyTensor gradient (:func:`log_evidence_eta`); a step that does not
+       PyTensor gradient (:func:`_compiled_log_evidence`); a step that does not
        raise the evidence is discarded;
     2. **alpha step**: at most ``alpha_iters`` iterations of the fast
        sequential algorithm (:func:`~rvm_ppl.closed_form.evidence.fit_evidence_regression`)

@@ -18,7 +18,7 @@ import functools
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import blas
+from scipy.linalg import blas, lapack
 
 JITTER = 1e-10
 MAX_TRIES = 7
@@ -26,6 +26,18 @@ MAX_TRIES = 7
 
 class NotPositiveDefiniteError(ValueError):
     """A matrix that must be positive definite is not, even with jitter."""
+
+
+def cholesky_or_none(A):
+    """Lower Cholesky factor of ``A`` by LAPACK's ``potrf``, without jitter; None if that fails.
+
+    For callers with their own remedy (e.g. a Levenberg shift). A NaN
+    anywhere in ``A`` reaches the last diagonal entry of the factor.
+    """
+    c, info = lapack.dpotrf(A, lower=1, clean=1)
+    if info == 0 and np.isfinite(c[-1, -1]):
+        return c
+    return None
 
 
 def cholesky_jittered(A, *, what="matrix"):
@@ -51,12 +63,14 @@ def cholesky_jittered(A, *, what="matrix"):
     A = np.asarray(A, dtype=float)
     if A.shape[0] == 0:
         return np.zeros((0, 0))
+    # LAPACK's potrf directly: scipy's argument checks cost more than the
+    # factorisation of the small matrices the sequential fits factorise at
+    # every step.
+    c = cholesky_or_none(A)
+    if c is not None:
+        return c
     if not np.all(np.isfinite(A)):
         raise NotPositiveDefiniteError(f"The {what} contains NaN or inf entries.")
-    try:
-        return linalg.cholesky(A, lower=True, check_finite=False)
-    except linalg.LinAlgError:
-        pass
     scale = float(np.mean(np.abs(np.diag(A)))) or 1.0
     jitter = JITTER * scale
     for _ in range(MAX_TRIES):
@@ -80,8 +94,9 @@ def cho_logdet(L):
 
 
 def cho_solve(L, B):
-    """Solve ``A X = B`` given the lower Cholesky factor ``L`` of ``A``."""
-    return linalg.cho_solve((L, True), B, check_finite=False)
+    """Solve ``A X = B`` given the lower Cholesky factor ``L`` of ``A`` (LAPACK ``potrs``)."""
+    X, _ = lapack.dpotrs(L, B, lower=1)
+    return X
 
 
 def solve_lower(L, B):
@@ -95,12 +110,14 @@ def solve_lower_t(L, B):
 
 
 def cho_covariance(L):
-    """``A^{-1}`` from the lower Cholesky factor of ``A``, as ``L^{-T} L^{-1}``.
+    """``A^{-1}`` from the lower Cholesky factor of ``A``, as ``L^{-T} L^{-1}`` (LAPACK ``trtri``).
 
     Used where the full posterior covariance is the output (its entries are
-    stored and reported), never to solve a system.
+    stored and reported, or updated by rank-one steps), never to solve a system.
     """
-    Linv = solve_lower(L, np.eye(L.shape[0]))
+    if L.shape[0] == 0:
+        return np.zeros((0, 0))
+    Linv, _ = lapack.dtrtri(L, lower=1)
     return Linv.T @ Linv
 
 

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from rvm_ppl.core.gaussian import log_evidence_gram
 from rvm_ppl.core.linalg import cholesky_jittered
 
 __all__ = [
@@ -487,7 +488,7 @@ def log_joint_hyper(Phi, y, log_alpha, log_beta, priors):
 
     ``log N(y | 0, C) + sum_m log Gamma(alpha_m | a, b) + log Gamma(beta | c, d)
     + sum_m log alpha_m + log beta``: Tipping (2001) eq. (15) in its M x M
-    form (App. A; as :func:`rvm_ppl.model.build._marginal_loglike`), the Gamma
+    form (:func:`rvm_ppl.core.gaussian.log_evidence_gram`), the Gamma
     hyperpriors (eq. 6, shape and rate) and the Jacobian of ``log``.
 
     Parameters
@@ -512,26 +513,13 @@ def log_joint_hyper(Phi, y, log_alpha, log_beta, priors):
         raise ValueError(f"Shapes disagree: Phi {Phi.shape}, y {y.shape}, log_alpha {la.shape}, "
                          f"log_beta {lb.shape}.")
     PtP, Pty, yty = Phi.T @ Phi, Phi.T @ y, float(y @ y)
-    out = np.empty(lb.size)
-    for s in range(lb.size):
-        alpha, beta = np.exp(la[s]), np.exp(lb[s])
-        # H = beta Phi^T Phi + A = Sigma^{-1} (Tipping 2001, eq. 12)
-        L = cholesky_jittered(beta * PtP + np.diag(alpha), what="posterior precision")
-        z = _solve_lower(L, beta * Pty)  # L^{-1} beta Phi^T t
-        logdet_H = 2.0 * np.sum(np.log(np.diag(L)))
-        quad = beta * yty - z @ z  # t^T C^{-1} t
-        out[s] = -0.5 * (N * np.log(2 * np.pi) - N * lb[s] - la[s].sum() + logdet_H + quad)
+    out = np.array([log_evidence_gram(PtP, Pty, yty, N, np.exp(la[s]), np.exp(lb[s]))
+                    for s in range(lb.size)])
     a, b, c, d = (priors[k] for k in "abcd")
     # log Gamma(x | shape k, rate r) + log x = k log r - lgamma(k) + k log x - r x
     prior = (M * (a * np.log(b) - special.gammaln(a)) + (a * la - b * np.exp(la)).sum(axis=1)
              + c * np.log(d) - special.gammaln(c) + c * lb - d * np.exp(lb))
     return out + prior
-
-
-def _solve_lower(L, b):
-    from scipy.linalg import solve_triangular
-
-    return solve_triangular(L, b, lower=True, check_finite=False)
 
 
 def _log_gamma_in_log_space(x, shape, rate):
