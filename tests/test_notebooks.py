@@ -101,6 +101,8 @@ def test_notebook_runs(name, tmp_path, monkeypatch):
     path = NOTEBOOKS / name
     # The kernel inherits this process's environment.
     monkeypatch.setenv("RVM_PPL_NOTEBOOK_SMALL", "1")
+    # Quick benchmark runs write their result files here, not over the published ones.
+    monkeypatch.setenv("RVM_PPL_BENCH_RESULTS", str(tmp_path))
     monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
     monkeypatch.setenv("MPLBACKEND", "Agg")
 
