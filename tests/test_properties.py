@@ -33,8 +33,13 @@ def test_predictions_scale_with_the_targets(data, k, method, factor):
     ma, sa = a.predict(X, return_std=True)
     mb, sb = b.predict(X, return_std=True)
     scale = np.abs(ma).max() + sa.max()
-    np.testing.assert_allclose(mb / factor, ma, atol=1e-6 * scale)
-    np.testing.assert_allclose(sb / factor, sa, rtol=1e-6)
+    # y * factor differs from a rescaled y by rounding, and on an ill-conditioned basis
+    # (the linear spline's neighbouring columns have cosines within 1e-6 of 1) the two
+    # ascents may stop at points the stopping rule cannot tell apart (a re-estimate
+    # below MIN_DELTA_LOG_ALPHA = 1e-3 in log alpha): predictions agree to that
+    # precision, not to rounding.
+    np.testing.assert_allclose(mb / factor, ma, atol=1e-4 * scale)
+    np.testing.assert_allclose(sb / factor, sa, rtol=1e-4)
 
 
 @SETTINGS
