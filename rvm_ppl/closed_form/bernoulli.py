@@ -45,7 +45,6 @@ guard and runs to its iteration limit.
 
 from __future__ import annotations
 
-import warnings
 from typing import NamedTuple
 
 import numpy as np
@@ -63,7 +62,12 @@ from rvm_ppl.closed_form.evidence import (
     out_factors,
     warn_not_converged,
 )
-from rvm_ppl.closed_form.laplace import GRADIENT_MIN, MAX_POSTMODE_ITS, STEP_MIN  # noqa: F401
+from rvm_ppl.closed_form.laplace import (  # noqa: F401
+    GRADIENT_MIN,
+    MAX_POSTMODE_ITS,
+    STEP_MIN,
+    warn_ill_conditioned,
+)
 from rvm_ppl.core.linalg import cho_covariance, solve_lower_t_right
 from rvm_ppl.core.progress import FitProgress
 from rvm_ppl.kernels.basis import DenseBasis
@@ -575,12 +579,7 @@ def fit_evidence_bernoulli(
     counts.update(cycling=cycling, modes=model.modes)
     line.finish(it, len(active), state.logml, converged)
     if model.ill:
-        warnings.warn(
-            "Ill-conditioned Hessian of the log posterior during the evidence "
-            "maximisation; the kernel width may be too large (gamma too small).",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warn_ill_conditioned()
 
     s, q = out_factors(state.S, state.Q, active, alpha)
     order = np.argsort(active)

@@ -64,7 +64,6 @@ that every action raises the frozen-``B`` evidence by the predicted gain
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,7 +85,12 @@ from rvm_ppl.closed_form.evidence import (
     REESTIMATE,
     warn_not_converged,
 )
-from rvm_ppl.closed_form.laplace import GRADIENT_MIN, MAX_POSTMODE_ITS, STEP_MIN
+from rvm_ppl.closed_form.laplace import (
+    GRADIENT_MIN,
+    MAX_POSTMODE_ITS,
+    STEP_MIN,
+    warn_ill_conditioned,
+)
 from rvm_ppl.core.labels import one_hot
 from rvm_ppl.core.linalg import (
     cho_covariance,
@@ -680,12 +684,7 @@ def fit_evidence_multinomial(
     counts["cycling"] = run["counts"].get("cycling", 0)
     line.finish(it, len(active), state.logml, converged)
     if model.ill:
-        warnings.warn(
-            "Ill-conditioned Hessian of the log posterior during the evidence "
-            "maximisation; the kernel width may be too large (gamma too small).",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        warn_ill_conditioned()
 
     act_basis = np.unique(pos)
     p_of = np.searchsorted(act_basis, pos)

@@ -26,6 +26,8 @@ Psi + A`` (eq. 25) and :func:`log_evidence` the Laplace approximation to
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from scipy import linalg
 from scipy.special import expit, logsumexp, softmax
@@ -216,4 +218,14 @@ def log_evidence(log_lik, w, alpha, L):
         - 0.5 * float(np.sum(alpha * w**2))
         + 0.5 * float(np.sum(np.log(alpha)))
         - 0.5 * cho_logdet(L)
+    )
+
+
+def warn_ill_conditioned():
+    """Warn that a Hessian of the log posterior needed jitter (SparseBayes: "Ill-conditioned Hessian")."""
+    warnings.warn(
+        "Ill-conditioned Hessian of the log posterior during the evidence "
+        "maximisation; the kernel width may be too large (gamma too small).",
+        RuntimeWarning,
+        stacklevel=3,
     )
