@@ -222,7 +222,7 @@ def log_evidence(log_lik, w, alpha, L):
 
 
 def warn_ill_conditioned():
-    """Warn that a Hessian of the log posterior needed jitter (SparseBayes: "Ill-conditioned Hessian")."""
+    """Warn that a Hessian of the log posterior needed jitter (an ill-conditioned Hessian)."""
     warnings.warn(
         "Ill-conditioned Hessian of the log posterior during the evidence "
         "maximisation; the kernel width may be too large (gamma too small).",
