@@ -22,11 +22,12 @@ factorisation that fails (a numerically singular posterior precision)
 returns :data:`FAILED` and the caller reruns the climb in Python, under the
 jitter policy of :func:`rvm_ppl.core.linalg.cholesky_jittered`.
 
-The first call on a machine compiles the engine (15-40 s on a 2-core
-machine) and caches the machine code on disk (``cache=True``); the first
-call in a later process loads it (0.3-0.9 s with Numba's runtime), which
-is why a process's first small fits run in Python
-(:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`, ``compiled``).
+The first call on a machine compiles the engine and caches the machine code
+on disk (``cache=True``); the first call in a later process loads it with
+Numba's runtime, which costs more than a whole small fit in Python: that is
+why problems of at most ``ENGINE_MIN_ENTRIES`` entries always run in Python
+(:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`, ``compiled``;
+the documentation's "Defaults and why" gives the times).
 """
 
 from __future__ import annotations
@@ -93,9 +94,9 @@ def _cross(Phi, scale, j, out):
 def _cholesky(H):
     """Lower Cholesky factor of a symmetric ``H``, ok flag (False if not positive definite).
 
-    LAPACK's ``potrf`` (through Numba) from ``_LAPACK_MIN_N`` rows on: at
-    k = 299 it takes 0.5 ms against 4.4 ms for the loop, which is as fast at
-    30 rows and twice as fast at 10, where the call's overhead dominates.
+    LAPACK's ``potrf`` (through Numba) from ``_LAPACK_MIN_N`` rows on, where
+    it is faster than the loop; below, the call's overhead dominates and the
+    loop is as fast or faster ("Defaults and why").
     """
     n = H.shape[0]
     if n >= _LAPACK_MIN_N:

@@ -711,7 +711,7 @@ class _Model:
         ``O(M k^2)`` of :meth:`full_statistics`: ``S_m = beta - beta^2
         ||L^{-1} Phi_A^T phi_m||^2`` and ``Q_m = beta phi_m^T (t - Phi_A
         mu)`` (Tipping & Faul 2003, eqs. 22-23 through Woodbury). The error
-        in ``S`` is measured relative to ``S``, the error in ``Q`` relative
+        in ``S`` is taken relative to ``S``, the error in ``Q`` relative
         to ``max(|Q|, sqrt(S))``: the decisions depend on ``Q^2 / S``.
         """
         if not self.active:
@@ -1097,7 +1097,7 @@ def fit_evidence_regression(
     progress : bool or float
         Log the iteration, model size and log evidence through the
         ``logging`` module (logger ``"rvm_ppl.closed_form.evidence"``, level INFO) at
-        most every ``progress`` seconds (``True``: every 2 s), and once at
+        most every ``progress`` seconds (``True``: every two seconds), and once at
         the end if any message was logged.
     progressbar : bool
         Show a live line (iteration, basis functions, log evidence) on

@@ -100,9 +100,9 @@ which needs ``b -> 0``. The sequential fit therefore only adds (the
 evidence method also deletes). Its bound is below that of the full fit by
 what the restriction costs - the posterior correlation between the
 never-added weights (``<alpha_m>`` near ``sqrt((a + 1/2) S_m / b)``) and the
-rest: measured 3.8-4.5 nats of about 1 300 on noisy sinc, N = 100, with
-predictions within 0.01 RMS (noise sd 0.1) of the full fit's
-(``tests/test_variational_fast.py``).
+rest: a few nats of about 1 300 on noisy sinc (N = 100), with predictions
+within 0.01 RMS (noise sd 0.1) of the full fit's
+(``tests/test_variational_fast.py`` checks both bounds).
 
 Candidates whose cosine with a basis function in the model exceeds
 ``alignment_max`` are skipped (not taking a step that would raise the bound
@@ -863,13 +863,10 @@ def fit_vb_regression(
         Skip a candidate whose cosine with a basis function in the model
         exceeds this (SparseBayes's redundancy test; ``1`` turns it off).
         Default: the evidence fits' threshold ``ALIGNMENT_MAX = 1 - 1e-4``
-        (:mod:`rvm_ppl.closed_form.constants`); the figures below were
-        measured with SparseBayes's ``1 - 1e-3``.
-        Adding such a near-duplicate raises the bound a little and costs
-        ``O(M k)`` per later iteration: on noisy sinc (N = 1 000 / 5 000,
-        RBF r = 3, numerical rank 31) the test halves ``k`` and the time, the
-        bound drops by 0.5-3 nats in 12 600 / 63 400, the RMS error does not
-        change.
+        (:mod:`rvm_ppl.closed_form.constants`). Adding such a
+        near-duplicate raises the bound a little and costs ``O(M k)`` per
+        later iteration; the test roughly halves ``k`` and the time on
+        kernels of low numerical rank ("Defaults and why").
     progressbar : bool
         Show a live line (iteration, basis functions, bound) on standard
         error once the fit has run two seconds.
