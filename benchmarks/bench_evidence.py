@@ -140,7 +140,7 @@ class _OneAscentRVR:
 
 
 class _PythonLoopRVR(_OneAscentRVR):
-    """An RVR whose climbs run in the Python loop, as a process's first small fits do."""
+    """An RVR whose climbs run in the Python loop, as every fit up to ENGINE_MIN_ENTRIES does."""
 
     def fit(self, X, y):
         """Fit the wrapped RVR without the compiled engine; return it."""
@@ -511,11 +511,10 @@ def _first_rows(sizes, seeds, timeout):
 def _warm_rows(sizes, seeds=10, reps=3):
     """Repeated fits in one process: median over seeds of the fastest of ``reps`` warm fits.
 
-    The compiled engine is loaded first (as it is once a process has spent
-    ``ENGINE_LOAD_SECONDS`` on Python climbs); the Python loop, which runs
-    a process's first small fits, and a single climb (``multistart=False``)
-    are timed beside it, and the log evidence the extra climbs add to the
-    single one is counted.
+    The compiled engine is loaded first; ``RVR``'s default path (the Python
+    loop up to ``ENGINE_MIN_ENTRIES``, the engine beyond), the Python loop and
+    a single climb (``multistart=False``) are timed side by side, and the log
+    evidence the extra climbs add to the single one is counted.
     """
     from threadpoolctl import threadpool_limits
 
