@@ -474,7 +474,7 @@ def _first_rows(sizes, seeds, timeout):
     Each cell is a process of its own (one BLAS thread). "prepaid" runs
     scikit-learn's first input check and threadpoolctl's library scan before
     the clock, so what remains is the fit itself: for rvm_ppl at N <= 1 000
-    the Python loop, which runs a process's first small fits (the compiled
+    the Python loop, which runs every fit of that size (the compiled
     engine costs more to load than such a fit takes).
     """
     heading(f"First fits in a fresh process, seeds 0-{seeds - 1} (one BLAS thread; median and range over seeds)",
