@@ -12,6 +12,8 @@ import sys
 # Document the checkout being built, not another installed copy.
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, ROOT)
+# Local extensions: bench_tables renders benchmarks/results/*.json as tables.
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "_ext"))
 
 import rvm_ppl  # noqa: E402
 
@@ -31,6 +33,7 @@ extensions = [
     "numpydoc",
     "myst_nb",
     "sphinx_copybutton",
+    "bench_tables",
 ]
 root_doc = "index"
 templates_path = ["_templates"]
@@ -38,6 +41,7 @@ exclude_patterns = [
     "_build",
     "_templates",
     "jupyter_execute",
+    "_ext",
     "**.ipynb_checkpoints",
 ]
 # `text` is code, as in Markdown (pymc-marketing does the same).
