@@ -90,9 +90,12 @@ def test_docs_build_with_warnings_as_errors(tmp_path):
 # Modules whose docstrings still quote measurements (or a phrase this check takes for
 # one), while they move to docs/defaults.md or docs/benchmarks.md: none left.
 MEASUREMENTS_NOT_YET_MOVED = frozenset()
-# A duration ("0.5 ms", "15-40 s", "3 seconds") or the word "measured".
+# A duration ("0.5 ms", "15-40 s", "3 seconds", "100-200 microseconds", "12 min") or the
+# word "measured".
 _MEASUREMENT = re.compile(
-    r"\d(?:\.\d+)?(?:\s?[-–]\s?\d+(?:\.\d+)?)?\s?(?:ms|s|seconds)\b|\bmeasured\b", re.IGNORECASE
+    r"\d(?:\.\d+)?(?:\s?[-–]\s?\d+(?:\.\d+)?)?\s?"
+    r"(?:ms|s|seconds|µs|microseconds|min|minutes)\b(?!\()|\bmeasured\b",
+    re.IGNORECASE,
 )
 
 
@@ -125,7 +128,10 @@ def test_the_check_for_measurements_sees_one():
     assert _MEASUREMENT.search("NUTS took 64.1 s against 41.7-42.1 s")
     assert _MEASUREMENT.search("0.055 against 0.121 ms at M = 101")
     assert _MEASUREMENT.search("Measured on noisy sinc")
+    assert _MEASUREMENT.search("the Python loop spends 100-200 microseconds per iteration")
+    assert _MEASUREMENT.search("12 min instead of 18")
     assert not _MEASUREMENT.search("k(x, y) = 1 + x y min(x, y)^3 / 3")
+    assert not _MEASUREMENT.search("- (x + y)/2 min(x, y)^2")
     assert not _MEASUREMENT.search("r-hat above RHAT_MAX = 1.01 in 4 chains")
 
 

@@ -7,9 +7,10 @@ plain evidence (no hyperpriors). Its decisions are the sequential driver's:
 the gains, the choice with SparseBayes's preferences, the noise schedule and
 the alignment test are the functions of :mod:`rvm_ppl.closed_form.driver`
 compiled from their own code (``driver.compiled``), not copies. What the
-engine removes is the interpreter: the Python loop spends 100-200
-microseconds per iteration on calls into NumPy for vectors of a few hundred
-entries, which up to N = 1000 is most of a fit.
+engine removes is the interpreter: the Python loop spends most of its time
+per iteration on calls into NumPy for vectors of a few hundred entries,
+which up to N = 1000 is most of a fit (the docs' Benchmarks, "Speed
+(evidence method)", has the times).
 
 The design matrix is materialised (``N x M``, C order; the engine divides
 by the column norms itself), so the engine serves small and mid-sized
