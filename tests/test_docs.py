@@ -199,3 +199,38 @@ def test_the_api_page_parser_reads_every_section():
     assert "rvm_ppl.DEFAULT_PRIORS" in entries
     assert "rvm_ppl.kernels.Kernel" in entries and "rvm_ppl.RBF" in entries
     assert not any(name.endswith((":toctree:", "generated/")) for name in entries)
+
+
+README = ROOT / "README.md"
+
+
+def _code_blocks(text, language):
+    return re.findall(rf"^```{language}\n(.*?)^```$", text, flags=re.MULTILINE | re.DOTALL)
+
+
+def test_readme_is_a_front_page():
+    text = README.read_text(encoding="utf-8")
+    assert len(text.encode("utf-8")) <= 8192, "README.md is over 8 KB: move details to docs/"
+    # The two commands come first, as CI runs the second one (.ci/run), word for word.
+    demo, tests = _code_blocks(text, "bash")[:2]
+    assert demo == (
+        "python3 -m venv .venv && . .venv/bin/activate && pip install -e . "
+        "&& python -m rvm_ppl.demo --out out\n"
+    )
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8").strip().splitlines()[-1]
+    assert tests == ci + "\n"
+    assert text.index(demo) < text.index(tests) < text.index("## ")
+    # Relative links and images point at files of the checkout.
+    targets = re.findall(r"\]\(([^)#\s]+)(?:#[^)]*)?\)", text)
+    local = [t for t in targets if "://" not in t]
+    assert local and all((ROOT / t).exists() for t in local), local
+
+
+def test_readme_quickstart_runs(tmp_path, monkeypatch):
+    (code,) = _code_blocks(README.read_text(encoding="utf-8"), "python")
+    assert len(code.strip().splitlines()) <= 15
+    monkeypatch.chdir(tmp_path)
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert namespace["m"].relevance_vectors_.shape[1] == 1
+    assert namespace["clf"].predict_proba(namespace["X_test"]).shape == (1000, 2)
