@@ -8,8 +8,13 @@ classes' weights). Its attributes record the file format
 (:data:`FORMAT_VERSION`), the package version, the estimator class, its
 constructor parameters as JSON and ``model_id``, a hash of all three and of
 the method: a file of another format or estimator is refused with a clear
-error instead of being half-read. Loading rebuilds the estimator from the
-parameters and restores the state, so predictions are identical.
+error instead of being half-read. Loading reads every group into memory and
+closes the file, rebuilds the estimator from the parameters and restores the
+state, so predictions are identical and the file can be overwritten at once.
+
+A file that is not one written by :func:`save` (not netCDF, truncated,
+written by something else, a group or variable missing) is a ``ValueError``
+that names the path.
 """
 
 from __future__ import annotations
@@ -34,6 +39,9 @@ STATE_GROUP = "estimator_state"
 FORMAT_VERSION = 4
 READABLE_FORMATS = (3, 4)
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
+# What a readable file is, for the error messages.
+_EXPECTED = (f"rvm_ppl estimator file written by to_netcdf (file format "
+             f"{' or '.join(map(str, READABLE_FORMATS))})")
 
 
 def _encode_param(value):
@@ -100,6 +108,7 @@ def _with_state(est):
     }
     if hasattr(est, "classes_"):
         attrs["classes"] = json.dumps(np.asarray(est.classes_).tolist())
+    attrs["groups"] = json.dumps(list(idata.groups()))
     for k, r in enumerate(results):
         s, m = f"s{k}", f"m{k}"
         dims = {"support": (s,), "mean": (s,), "cov": (s, f"{s}_col"), "alpha": (m,),
@@ -175,13 +184,38 @@ def _params_of_format_3(cls, params, path):
     return params
 
 
-def load(cls, path):
-    """Rebuild an estimator of class ``cls`` saved by :func:`save`."""
+def _read(path):
+    """Read the InferenceData in ``path`` into memory and close the file again.
+
+    A missing path is a ``FileNotFoundError`` (and other errors of the
+    operating system stay what they are); a file that HDF5 cannot read
+    (not netCDF-4, truncated) is a ``ValueError`` that names it.
+    """
     import arviz as az
 
-    idata = az.from_netcdf(str(path))
+    try:
+        # "eager" makes ArviZ load() each group inside a with block, which closes it.
+        with az.rc_context({"data.load": "eager"}):
+            return az.from_netcdf(str(path))
+    except OSError as err:
+        if err.errno is not None:  # FileNotFoundError, PermissionError, ...
+            raise
+        raise ValueError(f"{path} is not an {_EXPECTED}: {err}") from err
+
+
+def load(cls, path):
+    """Rebuild an estimator of class ``cls`` saved by :func:`save`."""
+    idata = _read(path)
     if STATE_GROUP not in idata.groups():
-        raise ValueError(f"{path} holds no saved rvm_ppl estimator (no {STATE_GROUP!r} group).")
+        raise ValueError(f"{path} is not an {_EXPECTED}: it has no {STATE_GROUP!r} group.")
+    try:
+        return _restore(cls, idata, path)
+    except (KeyError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a complete {_EXPECTED}: "
+                         f"{type(err).__name__}: {err}") from err
+
+
+def _restore(cls, idata, path):
     state = idata[STATE_GROUP]
     version = state.attrs.get("format_version")
     if version not in READABLE_FORMATS:
@@ -197,6 +231,10 @@ def load(cls, path):
                         version)
     if state.attrs["model_id"] != expected:
         raise ValueError(f"{path} is damaged: its model_id does not match its contents.")
+    missing = sorted(set(json.loads(state.attrs.get("groups", "[]"))) - set(idata.groups()))
+    if missing:
+        raise ValueError(f"{path} is not a complete {_EXPECTED}: the groups {missing} are "
+                         "missing.")
     params = {k: _decode_param(v) for k, v in json.loads(state.attrs["params"]).items()}
     if version == 3:
         params = _params_of_format_3(cls, params, path)

@@ -1,0 +1,86 @@
+"""Saving and loading estimators: the file is closed after loading, others' files refused.
+
+The round trips themselves (identical predictions, format versions) are tested in
+test_sklearn.py, test_joints.py and test_contract.py; here: the file being closed after
+loading, the refusal of files that are not the package's.
+"""
+
+import re
+
+import h5py
+import numpy as np
+import pandas as pd
+import pytest
+import xarray as xr
+
+from rvm_ppl import RVR
+from rvm_ppl.estimators import persistence
+
+
+@pytest.fixture(scope="module")
+def frame():
+    rng = np.random.default_rng(sum(map(ord, "test_persistence")))
+    X = rng.normal(size=(30, 2))
+    y = X[:, 0] - 2 * X[:, 1] + 0.1 * rng.normal(size=30)
+    codes = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    labels = np.array(["low", "mid", "high"], dtype=object)[codes]
+    return pd.DataFrame(X, columns=["a", "b"]), y, labels
+
+
+def test_a_loaded_model_can_be_saved_over_its_own_file(tmp_path, frame):
+    X, y = frame[0].to_numpy(), frame[1]
+    m = RVR(gamma=0.5).fit(X, y, method="vb")
+    path = tmp_path / "m.nc"
+    m.to_netcdf(path)
+    back = RVR.from_netcdf(path)
+    back.to_netcdf(path)  # the file was read into memory and closed
+    again = RVR.from_netcdf(path)
+    np.testing.assert_array_equal(again.predict(X, return_std=True),
+                                  m.predict(X, return_std=True))
+    np.testing.assert_array_equal(again.idata_.posterior.w.values, m.idata_.posterior.w.values)
+
+
+# -- files that are not the package's ----------------------------------------
+def _saved(tmp_path, frame):
+    path = tmp_path / "m.nc"
+    RVR(gamma=0.5).fit(frame[0].to_numpy(), frame[1]).to_netcdf(path)
+    return path
+
+
+def _truncated(path):
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+
+
+def _random_bytes(path):
+    path.write_bytes(np.random.default_rng(0).bytes(4096))
+
+
+def _plain_xarray(path):
+    xr.Dataset({"y": ("obs", [1.0, 2.0])}).to_netcdf(path, engine="h5netcdf")
+
+
+def _a_group_removed(path):
+    with h5py.File(path, "r+") as f:
+        del f["relevance"]
+
+
+def _a_state_variable_removed(path):
+    with h5py.File(path, "r+") as f:
+        del f["estimator_state/y_fit"]
+
+
+@pytest.mark.parametrize("damage", [_truncated, _random_bytes, _plain_xarray, _a_group_removed,
+                                    _a_state_variable_removed])
+def test_a_file_that_is_not_the_packages_is_a_value_error_naming_it(tmp_path, frame, damage):
+    path = _saved(tmp_path, frame)
+    damage(path)
+    expected = (rf"{re.escape(str(path))} is not (an|a complete) rvm_ppl estimator file "
+                rf"written by to_netcdf \(file format 3 or {persistence.FORMAT_VERSION}\)")
+    with pytest.raises(ValueError, match=expected):
+        RVR.from_netcdf(path)
+
+
+def test_a_missing_file_stays_file_not_found(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        RVR.from_netcdf(tmp_path / "nothing.nc")
