@@ -1,11 +1,13 @@
-"""Saving and loading estimators: the file is closed after loading, others' files refused.
+"""Saving and loading estimators: what scikit-learn checks survives, files are data only.
 
 The round trips themselves (identical predictions, format versions) are tested in
-test_sklearn.py, test_joints.py and test_contract.py; here: the file being closed after
-loading, the refusal of files that are not the package's.
+test_sklearn.py, test_joints.py and test_contract.py; here: the fitted attributes
+scikit-learn checks, the file being closed after loading, the refusal of files that are
+not the package's.
 """
 
 import re
+import warnings
 
 import h5py
 import numpy as np
@@ -13,7 +15,7 @@ import pandas as pd
 import pytest
 import xarray as xr
 
-from rvm_ppl import RVR
+from rvm_ppl import RVC, RVR
 from rvm_ppl.estimators import persistence
 
 
@@ -25,6 +27,46 @@ def frame():
     codes = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
     labels = np.array(["low", "mid", "high"], dtype=object)[codes]
     return pd.DataFrame(X, columns=["a", "b"]), y, labels
+
+
+def _fit(kind, frame):
+    df, y, labels = frame
+    if kind == "RVR":
+        return RVR(gamma=0.5).fit(df, y)
+    if kind == "RVC binary":
+        return RVC(gamma=0.5).fit(df, pd.Series(labels == "low"))
+    if kind == "RVC one-vs-rest":
+        return RVC(gamma=0.5).fit(df, pd.Series(labels))
+    return RVC(gamma=0.5, multi_class="multinomial").fit(df, labels)
+
+
+def _predictions(est, X):
+    if isinstance(est, RVC):
+        return est.predict(X), est.predict_proba(X)
+    return est.predict(X, return_std=True)
+
+
+@pytest.mark.parametrize("kind", ["RVR", "RVC binary", "RVC one-vs-rest", "RVC multinomial"])
+def test_a_dataframe_fit_keeps_its_feature_names_through_netcdf(tmp_path, frame, kind):
+    df = frame[0]
+    m = _fit(kind, frame)
+    m.to_netcdf(tmp_path / "m.nc")
+    back = type(m).from_netcdf(tmp_path / "m.nc")
+    np.testing.assert_array_equal(back.feature_names_in_, ["a", "b"])
+    assert back.feature_names_in_.dtype == m.feature_names_in_.dtype
+    assert back.n_features_in_ == 2
+    if isinstance(m, RVC):
+        np.testing.assert_array_equal(back.classes_, m.classes_)
+        assert back.classes_.dtype == m.classes_.dtype
+    with pytest.raises(ValueError, match="Feature names must be in the same order") as original:
+        m.predict(df[["b", "a"]])
+    with pytest.raises(ValueError, match="Feature names must be in the same order") as loaded:
+        back.predict(df[["b", "a"]])
+    assert str(loaded.value) == str(original.value)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # e.g. "X has feature names, but ... fitted without"
+        for got, want in zip(_predictions(back, df), _predictions(m, df), strict=True):
+            np.testing.assert_array_equal(got, want)
 
 
 def test_a_loaded_model_can_be_saved_over_its_own_file(tmp_path, frame):

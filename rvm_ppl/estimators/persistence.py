@@ -10,7 +10,8 @@ constructor parameters as JSON and ``model_id``, a hash of all three and of
 the method: a file of another format or estimator is refused with a clear
 error instead of being half-read. Loading reads every group into memory and
 closes the file, rebuilds the estimator from the parameters and restores the
-state, so predictions are identical and the file can be overwritten at once.
+state (scikit-learn's ``feature_names_in_`` included), so predictions are
+identical and the file can be overwritten at once.
 
 A file that is not one written by :func:`save` (not netCDF, truncated,
 written by something else, a group or variable missing) is a ``ValueError``
@@ -108,6 +109,9 @@ def _with_state(est):
     }
     if hasattr(est, "classes_"):
         attrs["classes"] = json.dumps(np.asarray(est.classes_).tolist())
+        attrs["classes_dtype"] = str(np.asarray(est.classes_).dtype)
+    if hasattr(est, "feature_names_in_"):  # scikit-learn checks them in predict
+        attrs["feature_names_in"] = json.dumps(list(est.feature_names_in_))
     attrs["groups"] = json.dumps(list(idata.groups()))
     for k, r in enumerate(results):
         s, m = f"s{k}", f"m{k}"
@@ -184,6 +188,17 @@ def _params_of_format_3(cls, params, path):
     return params
 
 
+def _classes(values, dtype, path):
+    """``classes_`` as fitted: the stored labels in the stored dtype (files before it: numpy's)."""
+    if dtype is None:
+        return np.asarray(values)
+    try:
+        return np.asarray(values, dtype=np.dtype(dtype))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path} holds the classes {values!r} of dtype {dtype!r}, which do "
+                         "not make an array of that dtype.") from err
+
+
 def _read(path):
     """Read the InferenceData in ``path`` into memory and close the file again.
 
@@ -245,10 +260,14 @@ def _restore(cls, idata, path):
         est.eta_ = np.asarray(state["eta"].values)
         kernel = _kernels.RBF(gamma=est.eta_)
     est.n_features_in_ = X.shape[1]
+    if "feature_names_in" in state.attrs:
+        est.feature_names_in_ = np.asarray(json.loads(state.attrs["feature_names_in"]),
+                                           dtype=object)
     results = [_restore_result(state, k) for k in range(int(state.attrs["n_results"]))]
     method, n_extra = state.attrs["method"], int(state.attrs["n_extra"])
     if "classes" in state.attrs:
-        classes = np.asarray(json.loads(state.attrs["classes"]))
+        classes = _classes(json.loads(state.attrs["classes"]), state.attrs.get("classes_dtype"),
+                           path)
         joint = state.get("joint_cov")
         est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
                    results, joint_cov=None if joint is None else np.asarray(joint.values))
