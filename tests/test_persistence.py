@@ -3,12 +3,14 @@
 The round trips themselves (identical predictions, format versions) are tested in
 test_sklearn.py, test_joints.py and test_contract.py; here: the fitted attributes
 scikit-learn checks, the file being closed after loading, the refusal of files that are
-not the package's.
+not the package's, and of files that name code.
 """
 
+import json
 import re
 import warnings
 
+import h5netcdf
 import h5py
 import numpy as np
 import pandas as pd
@@ -17,6 +19,7 @@ import xarray as xr
 
 from rvm_ppl import RVC, RVR
 from rvm_ppl.estimators import persistence
+from rvm_ppl.kernels.kernel import RBF, Kernel
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +129,83 @@ def test_a_file_that_is_not_the_packages_is_a_value_error_naming_it(tmp_path, fr
 def test_a_missing_file_stays_file_not_found(tmp_path):
     with pytest.raises(FileNotFoundError):
         RVR.from_netcdf(tmp_path / "nothing.nc")
+
+
+# -- a file is data, never a way to call code --------------------------------
+def _with_kernel(path, kernel):
+    """Store ``kernel`` (its JSON form) as the saved model's ``kernel`` parameter."""
+    with h5netcdf.File(path, "r+") as f:
+        attrs = f["estimator_state"].attrs
+        params = json.loads(attrs["params"])
+        params["kernel"] = kernel
+        text = json.dumps(params)
+        attrs["params"] = text
+        attrs["model_id"] = persistence.model_id("RVR", text, attrs["method"])
+
+
+@pytest.mark.parametrize(("name", "params"), [
+    ("FunctionKernel", {"func": "os.system"}),
+    ("make_kernel", {"kernel": "rbf"}),
+    ("design_matrix", {"X": [[0.0]], "centres": [[0.0]], "kernel": "rbf"}),
+    ("cdist", {"XA": [[0.0]], "XB": [[1.0]]}),
+    ("__import__", {"name": "os"}),
+    ("os", {}),
+    ("Kernel", {}),
+])
+def test_a_file_naming_anything_but_an_allowed_kernel_is_refused(tmp_path, frame, name, params):
+    path = _saved(tmp_path, frame)
+    _with_kernel(path, {"__kernel__": name, "params": params})
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} names the kernel {name!r}"):
+        RVR.from_netcdf(path)
+    # Inside an allowed kernel too.
+    _with_kernel(path, {"__kernel__": "Sum", "params": {
+        "k1": {"__kernel__": "RBF", "params": {"gamma": 0.5}},
+        "k2": {"__kernel__": name, "params": params}}})
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} names the kernel {name!r}"):
+        RVR.from_netcdf(path)
+
+
+@pytest.mark.parametrize(("kernel", "match"), [
+    ({"__kernel__": "RBF", "params": {"gamma": 0.5, "func": "os.system"}}, "keys among"),
+    ({"__kernel__": "RBF", "params": [0.5]}, "keys among"),
+    ({"__kernel__": "RBF", "params": {"gamma": 0.5}, "call": "os.system"}, "keys among"),
+    ({"__kernel__": "RBF", "params": {"gamma": {"module": "os"}}}, "RBF.gamma"),
+    ({"__kernel__": "RBF", "params": {"gamma": [0.5, {"module": "os"}]}}, "RBF.gamma"),
+])
+def test_an_allowed_kernel_takes_only_its_parameters_with_plain_values(tmp_path, frame, kernel,
+                                                                        match):
+    path = _saved(tmp_path, frame)
+    _with_kernel(path, kernel)
+    with pytest.raises(ValueError, match=rf"{re.escape(str(path))} .*{re.escape(match)}"):
+        RVR.from_netcdf(path)
+
+
+def test_a_file_giving_the_estimator_a_parameter_it_lacks_is_refused(tmp_path, frame):
+    path = _saved(tmp_path, frame)
+    with h5netcdf.File(path, "r+") as f:
+        attrs = f["estimator_state"].attrs
+        text = json.dumps({**json.loads(attrs["params"]), "exec": "import os"})
+        attrs["params"] = text
+        attrs["model_id"] = persistence.model_id("RVR", text, attrs["method"])
+    with pytest.raises(ValueError, match=r"gives RVR the parameters \['exec'\], which it does not"):
+        RVR.from_netcdf(path)
+
+
+def test_allowed_kernels_with_list_parameters_load(tmp_path, frame):
+    X, y = frame[0].to_numpy(), frame[1]
+    m = RVR(kernel=RBF(gamma=np.array([0.5, 0.25])) + 1.0).fit(X, y)
+    m.to_netcdf(tmp_path / "m.nc")
+    back = RVR.from_netcdf(tmp_path / "m.nc")
+    assert back.kernel.get_params()["k1__gamma"] == [0.5, 0.25]
+    assert back.kernel.get_params()["k2__value"] == 1.0
+    np.testing.assert_array_equal(back.predict(X, return_std=True), m.predict(X, return_std=True))
+
+
+def test_a_kernel_class_of_ones_own_needs_pickle(tmp_path, frame):
+    class Cosine(Kernel):
+        def _k(self, X, Y):
+            return np.cos(X @ Y.T)
+
+    m = RVR(kernel=Cosine()).fit(frame[0].to_numpy(), frame[1])
+    with pytest.raises(TypeError, match="Cosine cannot be written to netCDF.*use pickle"):
+        m.to_netcdf(tmp_path / "m.nc")

@@ -13,14 +13,18 @@ closes the file, rebuilds the estimator from the parameters and restores the
 state (scikit-learn's ``feature_names_in_`` included), so predictions are
 identical and the file can be overwritten at once.
 
-A file that is not one written by :func:`save` (not netCDF, truncated,
-written by something else, a group or variable missing) is a ``ValueError``
-that names the path.
+A file is data, never a way to call code: the only classes a file may name
+are the kernels in :data:`KERNEL_CLASSES`, built from parameters that are
+plain numbers, strings and lists. A file that is not one written by
+:func:`save` (not netCDF, truncated, written by something else, a group or
+variable missing, a kernel not in the list) is a ``ValueError`` that names
+the path.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 
 import numpy as np
@@ -40,6 +44,19 @@ STATE_GROUP = "estimator_state"
 FORMAT_VERSION = 4
 READABLE_FORMATS = (3, 4)
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
+# The classes a file may name, by the name it stores: the package's own
+# kernels, which hold numbers only. FunctionKernel (it holds a function) and
+# every function are left out, so loading a file never calls what it names.
+KERNEL_CLASSES = {
+    "Constant": _kernels.Constant,
+    "RBF": _kernels.RBF,
+    "LinearSpline": _kernels.LinearSpline,
+    "Polynomial": _kernels.Polynomial,
+    "Linear": _kernels.Linear,
+    "Sum": _kernels.Sum,
+    "Product": _kernels.Product,
+}
+_PLAIN = (str, int, float, bool, type(None))
 # What a readable file is, for the error messages.
 _EXPECTED = (f"rvm_ppl estimator file written by to_netcdf (file format "
              f"{' or '.join(map(str, READABLE_FORMATS))})")
@@ -49,8 +66,12 @@ def _encode_param(value):
     if isinstance(value, _kernels.Kernel):
         if isinstance(value, _kernels.FunctionKernel):
             raise TypeError("A Python function (kernel or extra_basis) cannot be written to netCDF; use pickle.")
+        name = type(value).__name__
+        if KERNEL_CLASSES.get(name) is not type(value):
+            raise TypeError(f"A kernel of class {type(value).__qualname__} cannot be written to "
+                            f"netCDF, only rvm_ppl's {sorted(KERNEL_CLASSES)}; use pickle.")
         params = {k: _encode_param(v) for k, v in value.get_params(deep=False).items()}
-        return {"__kernel__": type(value).__name__, "params": params}
+        return {"__kernel__": name, "params": params}
     if callable(value):
         raise TypeError("A Python function (kernel or extra_basis) cannot be written to netCDF; use pickle.")
     if isinstance(value, np.ndarray):
@@ -62,13 +83,44 @@ def _encode_param(value):
     return value
 
 
-def _decode_param(value):
+def _decode_param(value, path):
     if isinstance(value, dict) and "__kernel__" in value:
-        cls = getattr(_kernels, value["__kernel__"])
-        return cls(**{k: _decode_param(v) for k, v in value["params"].items()})
+        return _decode_kernel(value, path)
     if isinstance(value, dict):
-        return {k: _decode_param(v) for k, v in value.items()}
+        return {k: _decode_param(v, path) for k, v in value.items()}
     return value
+
+
+def _decode_kernel(value, path):
+    """Build the kernel that ``{"__kernel__": name, "params": {...}}`` describes, if allowed.
+
+    ``name`` must be a key of :data:`KERNEL_CLASSES` and ``params`` a dict of
+    that class's parameters with plain values (numbers, strings, None, lists
+    of them) or kernels described the same way.
+    """
+    name = value["__kernel__"]
+    cls = KERNEL_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"{path} names the kernel {name!r}, which is not one of the kernels a "
+                         f"file may hold ({sorted(KERNEL_CLASSES)}); refusing to load it.")
+    params = value.get("params")
+    allowed = set(inspect.signature(cls).parameters)
+    if set(value) != {"__kernel__", "params"} or not isinstance(params, dict) \
+            or not set(params) <= allowed:
+        raise ValueError(f"{path} gives the kernel {name!r} the parameters {params!r}; expected a "
+                         f"dict with keys among {sorted(allowed)}.")
+    return cls(**{k: _decode_kernel_param(v, f"{name}.{k}", path) for k, v in params.items()})
+
+
+def _decode_kernel_param(value, where, path):
+    if isinstance(value, dict) and "__kernel__" in value:
+        return _decode_kernel(value, path)
+    if isinstance(value, list):
+        return [_decode_kernel_param(v, where, path) for v in value]
+    if isinstance(value, _PLAIN):
+        return value
+    raise ValueError(f"{path} gives the kernel parameter {where} the value {value!r}; expected a "
+                     "number, a string, None, a list of them or a kernel.")
 
 
 def model_id(estimator_name, params_json, method, version=FORMAT_VERSION):
@@ -250,9 +302,16 @@ def _restore(cls, idata, path):
     if missing:
         raise ValueError(f"{path} is not a complete {_EXPECTED}: the groups {missing} are "
                          "missing.")
-    params = {k: _decode_param(v) for k, v in json.loads(state.attrs["params"]).items()}
+    params = json.loads(state.attrs["params"])
+    if not isinstance(params, dict):
+        raise ValueError(f"{path} holds the parameters {params!r}; expected a dict.")
+    params = {k: _decode_param(v, path) for k, v in params.items()}
     if version == 3:
         params = _params_of_format_3(cls, params, path)
+    unknown = sorted(set(params) - set(cls().get_params(deep=False)))
+    if unknown:
+        raise ValueError(f"{path} gives {cls.__name__} the parameters {unknown}, which it does "
+                         "not have.")
     est = cls(**params)
     X = np.asarray(state["X_fit"].values)
     kernel = est._make_kernel(X)
