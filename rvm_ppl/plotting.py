@@ -2,14 +2,16 @@
 
 Every function computes first and then draws on the given Axes (or the
 current ones), sets its style defaults with ``setdefault`` so the caller
-wins, imports matplotlib inside the function, and returns the Axes.
+wins, imports matplotlib inside the function, and returns the Axes. A plot
+of fits takes fitted estimators or their InferenceData
+(:func:`rvm_ppl.core.fits.as_idata`).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from rvm_ppl.output.tables import alpha_summary, select_class
+from rvm_ppl.output.tables import alpha_summary, named_fits
 
 __all__ = ["plot_predictive", "plot_decision", "plot_alpha"]
 
@@ -239,7 +241,7 @@ def plot_alpha(
 
     Parameters
     ----------
-    idatas : InferenceData, or a list or dict of them
+    idatas : fitted estimator or InferenceData, or a list or dict of them
     model_names : list of str, optional
         Defaults to the dict keys or to each fit's ``inference_method``.
     basis : list of str or "all", optional
@@ -255,16 +257,15 @@ def plot_alpha(
     Returns
     -------
     matplotlib.axes.Axes
+
+    Raises
+    ------
+    TypeError
+        If a fit is neither a fitted estimator nor an rvm_ppl InferenceData.
     """
     import matplotlib.pyplot as plt
 
-    if isinstance(idatas, dict):
-        model_names = model_names or list(idatas)
-        idatas = list(idatas.values())
-    elif not isinstance(idatas, (list, tuple)):
-        idatas = [idatas]
-    idatas = [select_class(i, class_) for i in idatas]
-    model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
+    model_names, idatas = named_fits(idatas, model_names=model_names, class_=class_)
     labels = [str(b) for b in idatas[0].relevance["basis"].values]
     relevant = np.array([i.relevance["relevant"].values for i in idatas])
     if basis is None:

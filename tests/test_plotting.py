@@ -4,13 +4,15 @@ import matplotlib
 
 matplotlib.use("Agg")
 
+import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
 from rvm_ppl import RVC, RVR  # noqa: E402
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc  # noqa: E402
-from rvm_ppl.output.tables import alpha_table  # noqa: E402
+from rvm_ppl.output.tables import alpha_summary, alpha_table  # noqa: E402
 from rvm_ppl.plotting import plot_alpha, plot_decision, plot_predictive  # noqa: E402
 
 
@@ -65,6 +67,83 @@ def test_alpha_table_agreement(fits):
     assert row[("vb", "hdi low")] < row[("vb", "median log10 α")] < row[("vb", "hdi high")]
     both = table[("evidence", "relevant")] & table[("vb", "relevant")]
     assert (table.loc[both, ("all", "agree")]).all()
+
+
+def _drawn(ax):
+    """What an Axes shows: each collection's points, segments and colours, lines, labels, texts."""
+    shown = [(type(c).__name__, np.asarray(c.get_offsets()).tolist(), c.get_facecolor().tolist(),
+              c.get_edgecolor().tolist(),
+              [seg.tolist() for seg in c.get_segments()]
+              if isinstance(c, matplotlib.collections.LineCollection) else None)
+             for c in ax.collections]
+    return {
+        "collections": shown,
+        "lines": [line.get_xydata().tolist() for line in ax.lines],
+        "yticks": [(t.get_position(), t.get_text()) for t in ax.get_yticklabels()],
+        "legend": [t.get_text() for t in ax.get_legend().get_texts()],
+        "texts": [(t.get_position(), t.get_text()) for t in ax.texts],
+        "xlabel": ax.get_xlabel(),
+    }
+
+
+@pytest.mark.parametrize("form", ["dict", "list", "one"])
+def test_plot_alpha_of_estimators_is_the_plot_of_their_idata(fits, form):
+    _, _, models = fits
+    if form == "dict":
+        estimators, idatas = models, {k: v.idata_ for k, v in models.items()}
+    elif form == "list":
+        estimators, idatas = list(models.values()), [v.idata_ for v in models.values()]
+    else:
+        estimators, idatas = models["vb"], models["vb"].idata_
+    drawn = []
+    for arg in (estimators, idatas):
+        fig, ax = plt.subplots()
+        assert plot_alpha(arg, basis="all", ax=ax) is ax
+        drawn.append(_drawn(ax))
+        plt.close(fig)
+    np.testing.assert_equal(drawn[0], drawn[1])
+    # The plot is not empty: one row per basis, points of every fit.
+    assert len(drawn[0]["yticks"]) == len(models["vb"].alpha_)
+    assert drawn[0]["legend"] == (["vb (median, 94% HDI)"] if form == "one" else
+                                  ["evidence (point estimate)", "vb (median, 94% HDI)"])
+
+
+def test_alpha_tables_of_estimators_are_those_of_their_idata(fits, ripley_fit):
+    _, _, models = fits
+    idatas = {k: v.idata_ for k, v in models.items()}
+    alpha = idatas["vb"].posterior.alpha
+    b = str(alpha.basis.values[-1])  # a basis in vb's model
+    table = alpha_table(models, basis=["bias", b])
+    pd.testing.assert_frame_equal(table, alpha_table(idatas, basis=["bias", b]))
+    pd.testing.assert_frame_equal(alpha_table(list(models.values())),
+                                  alpha_table(list(idatas.values())))
+    assert table.loc[b, ("vb", "median log10 α")] == pytest.approx(
+        np.median(np.log10(alpha.sel(basis=b).values)))
+    for got, want in zip(alpha_summary(models["vb"], 0.9), alpha_summary(idatas["vb"], 0.9),
+                         strict=True):
+        np.testing.assert_array_equal(got, want)
+    # A fit of three classes, one class at a time.
+    X, y, _ = ripley_fit
+    three = RVC(gamma=4.0).fit(X, np.where(X[:, 0] > 0, 2, y))
+    pd.testing.assert_frame_equal(alpha_table(three, class_=2),
+                                  alpha_table(three.idata_, class_=2))
+
+
+@pytest.mark.parametrize(("fit", "kind"), [
+    (RVR(), r"is not fitted \(RVR\); expected a fitted rvm_ppl estimator"),
+    (np.zeros(3), "is of type ndarray; expected a fitted rvm_ppl estimator"),
+    ("vb", "is of type str; expected a fitted rvm_ppl estimator"),
+    (az.from_dict(posterior={"a": np.zeros((1, 5))}),
+     "is of type InferenceData; expected a fitted rvm_ppl estimator"),
+])
+def test_plots_and_tables_refuse_what_is_not_a_fit(fits, fit, kind):
+    vb = fits[2]["vb"]
+    with pytest.raises(TypeError, match=f"Fit 1 {kind}"):
+        plot_alpha([vb, fit])
+    with pytest.raises(TypeError, match=f"Fit 'other' {kind}"):
+        alpha_table({"vb": vb, "other": fit})
+    with pytest.raises(TypeError, match=f"The fit {kind}"):
+        alpha_summary(fit, 0.94)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,6 @@
-"""Helpers every other sub-package may use: linear algebra, priors and units, labels, progress, the result type.
+"""Helpers every other sub-package may use.
 
-Nothing here imports another sub-package of :mod:`rvm_ppl`.
+Linear algebra, priors and units, labels, progress, the result type, and what the
+output side accepts as a fit (:mod:`~rvm_ppl.core.fits`). Nothing here imports another
+sub-package of :mod:`rvm_ppl`.
 """

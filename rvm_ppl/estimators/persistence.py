@@ -8,13 +8,23 @@ classes' weights). Its attributes record the file format
 (:data:`FORMAT_VERSION`), the package version, the estimator class, its
 constructor parameters as JSON and ``model_id``, a hash of all three and of
 the method: a file of another format or estimator is refused with a clear
-error instead of being half-read. Loading rebuilds the estimator from the
-parameters and restores the state, so predictions are identical.
+error instead of being half-read. Loading reads every group into memory and
+closes the file, rebuilds the estimator from the parameters and restores the
+state (scikit-learn's ``feature_names_in_`` included), so predictions are
+identical and the file can be overwritten at once.
+
+A file is data, never a way to call code: the only classes a file may name
+are the kernels in :data:`KERNEL_CLASSES`, built from parameters that are
+plain numbers, strings and lists. A file that is not one written by
+:func:`save` (not netCDF, truncated, written by something else, a group or
+variable missing, a kernel not in the list) is a ``ValueError`` that names
+the path.
 """
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 
 import numpy as np
@@ -34,14 +44,34 @@ STATE_GROUP = "estimator_state"
 FORMAT_VERSION = 4
 READABLE_FORMATS = (3, 4)
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
+# The classes a file may name, by the name it stores: the package's own
+# kernels, which hold numbers only. FunctionKernel (it holds a function) and
+# every function are left out, so loading a file never calls what it names.
+KERNEL_CLASSES = {
+    "Constant": _kernels.Constant,
+    "RBF": _kernels.RBF,
+    "LinearSpline": _kernels.LinearSpline,
+    "Polynomial": _kernels.Polynomial,
+    "Linear": _kernels.Linear,
+    "Sum": _kernels.Sum,
+    "Product": _kernels.Product,
+}
+_PLAIN = (str, int, float, bool, type(None))
+# What a readable file is, for the error messages.
+_EXPECTED = (f"rvm_ppl estimator file written by to_netcdf (file format "
+             f"{' or '.join(map(str, READABLE_FORMATS))})")
 
 
 def _encode_param(value):
     if isinstance(value, _kernels.Kernel):
         if isinstance(value, _kernels.FunctionKernel):
             raise TypeError("A Python function (kernel or extra_basis) cannot be written to netCDF; use pickle.")
+        name = type(value).__name__
+        if KERNEL_CLASSES.get(name) is not type(value):
+            raise TypeError(f"A kernel of class {type(value).__qualname__} cannot be written to "
+                            f"netCDF, only rvm_ppl's {sorted(KERNEL_CLASSES)}; use pickle.")
         params = {k: _encode_param(v) for k, v in value.get_params(deep=False).items()}
-        return {"__kernel__": type(value).__name__, "params": params}
+        return {"__kernel__": name, "params": params}
     if callable(value):
         raise TypeError("A Python function (kernel or extra_basis) cannot be written to netCDF; use pickle.")
     if isinstance(value, np.ndarray):
@@ -53,13 +83,44 @@ def _encode_param(value):
     return value
 
 
-def _decode_param(value):
+def _decode_param(value, path):
     if isinstance(value, dict) and "__kernel__" in value:
-        cls = getattr(_kernels, value["__kernel__"])
-        return cls(**{k: _decode_param(v) for k, v in value["params"].items()})
+        return _decode_kernel(value, path)
     if isinstance(value, dict):
-        return {k: _decode_param(v) for k, v in value.items()}
+        return {k: _decode_param(v, path) for k, v in value.items()}
     return value
+
+
+def _decode_kernel(value, path):
+    """Build the kernel that ``{"__kernel__": name, "params": {...}}`` describes, if allowed.
+
+    ``name`` must be a key of :data:`KERNEL_CLASSES` and ``params`` a dict of
+    that class's parameters with plain values (numbers, strings, None, lists
+    of them) or kernels described the same way.
+    """
+    name = value["__kernel__"]
+    cls = KERNEL_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is None:
+        raise ValueError(f"{path} names the kernel {name!r}, which is not one of the kernels a "
+                         f"file may hold ({sorted(KERNEL_CLASSES)}); refusing to load it.")
+    params = value.get("params")
+    allowed = set(inspect.signature(cls).parameters)
+    if set(value) != {"__kernel__", "params"} or not isinstance(params, dict) \
+            or not set(params) <= allowed:
+        raise ValueError(f"{path} gives the kernel {name!r} the parameters {params!r}; expected a "
+                         f"dict with keys among {sorted(allowed)}.")
+    return cls(**{k: _decode_kernel_param(v, f"{name}.{k}", path) for k, v in params.items()})
+
+
+def _decode_kernel_param(value, where, path):
+    if isinstance(value, dict) and "__kernel__" in value:
+        return _decode_kernel(value, path)
+    if isinstance(value, list):
+        return [_decode_kernel_param(v, where, path) for v in value]
+    if isinstance(value, _PLAIN):
+        return value
+    raise ValueError(f"{path} gives the kernel parameter {where} the value {value!r}; expected a "
+                     "number, a string, None, a list of them or a kernel.")
 
 
 def model_id(estimator_name, params_json, method, version=FORMAT_VERSION):
@@ -100,6 +161,10 @@ def _with_state(est):
     }
     if hasattr(est, "classes_"):
         attrs["classes"] = json.dumps(np.asarray(est.classes_).tolist())
+        attrs["classes_dtype"] = str(np.asarray(est.classes_).dtype)
+    if hasattr(est, "feature_names_in_"):  # scikit-learn checks them in predict
+        attrs["feature_names_in"] = json.dumps(list(est.feature_names_in_))
+    attrs["groups"] = json.dumps(list(idata.groups()))
     for k, r in enumerate(results):
         s, m = f"s{k}", f"m{k}"
         dims = {"support": (s,), "mean": (s,), "cov": (s, f"{s}_col"), "alpha": (m,),
@@ -175,13 +240,49 @@ def _params_of_format_3(cls, params, path):
     return params
 
 
-def load(cls, path):
-    """Rebuild an estimator of class ``cls`` saved by :func:`save`."""
+def _classes(values, dtype, path):
+    """``classes_`` as fitted: the stored labels in the stored dtype (files before it: numpy's)."""
+    if dtype is None:
+        return np.asarray(values)
+    try:
+        return np.asarray(values, dtype=np.dtype(dtype))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{path} holds the classes {values!r} of dtype {dtype!r}, which do "
+                         "not make an array of that dtype.") from err
+
+
+def _read(path):
+    """Read the InferenceData in ``path`` into memory and close the file again.
+
+    A missing path is a ``FileNotFoundError`` (and other errors of the
+    operating system stay what they are); a file that HDF5 cannot read
+    (not netCDF-4, truncated) is a ``ValueError`` that names it.
+    """
     import arviz as az
 
-    idata = az.from_netcdf(str(path))
+    try:
+        # "eager" makes ArviZ load() each group inside a with block, which closes it.
+        with az.rc_context({"data.load": "eager"}):
+            return az.from_netcdf(str(path))
+    except OSError as err:
+        if err.errno is not None:  # FileNotFoundError, PermissionError, ...
+            raise
+        raise ValueError(f"{path} is not an {_EXPECTED}: {err}") from err
+
+
+def load(cls, path):
+    """Rebuild an estimator of class ``cls`` saved by :func:`save`."""
+    idata = _read(path)
     if STATE_GROUP not in idata.groups():
-        raise ValueError(f"{path} holds no saved rvm_ppl estimator (no {STATE_GROUP!r} group).")
+        raise ValueError(f"{path} is not an {_EXPECTED}: it has no {STATE_GROUP!r} group.")
+    try:
+        return _restore(cls, idata, path)
+    except (KeyError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a complete {_EXPECTED}: "
+                         f"{type(err).__name__}: {err}") from err
+
+
+def _restore(cls, idata, path):
     state = idata[STATE_GROUP]
     version = state.attrs.get("format_version")
     if version not in READABLE_FORMATS:
@@ -197,9 +298,20 @@ def load(cls, path):
                         version)
     if state.attrs["model_id"] != expected:
         raise ValueError(f"{path} is damaged: its model_id does not match its contents.")
-    params = {k: _decode_param(v) for k, v in json.loads(state.attrs["params"]).items()}
+    missing = sorted(set(json.loads(state.attrs.get("groups", "[]"))) - set(idata.groups()))
+    if missing:
+        raise ValueError(f"{path} is not a complete {_EXPECTED}: the groups {missing} are "
+                         "missing.")
+    params = json.loads(state.attrs["params"])
+    if not isinstance(params, dict):
+        raise ValueError(f"{path} holds the parameters {params!r}; expected a dict.")
+    params = {k: _decode_param(v, path) for k, v in params.items()}
     if version == 3:
         params = _params_of_format_3(cls, params, path)
+    unknown = sorted(set(params) - set(cls().get_params(deep=False)))
+    if unknown:
+        raise ValueError(f"{path} gives {cls.__name__} the parameters {unknown}, which it does "
+                         "not have.")
     est = cls(**params)
     X = np.asarray(state["X_fit"].values)
     kernel = est._make_kernel(X)
@@ -207,10 +319,14 @@ def load(cls, path):
         est.eta_ = np.asarray(state["eta"].values)
         kernel = _kernels.RBF(gamma=est.eta_)
     est.n_features_in_ = X.shape[1]
+    if "feature_names_in" in state.attrs:
+        est.feature_names_in_ = np.asarray(json.loads(state.attrs["feature_names_in"]),
+                                           dtype=object)
     results = [_restore_result(state, k) for k in range(int(state.attrs["n_results"]))]
     method, n_extra = state.attrs["method"], int(state.attrs["n_extra"])
     if "classes" in state.attrs:
-        classes = np.asarray(json.loads(state.attrs["classes"]))
+        classes = _classes(json.loads(state.attrs["classes"]), state.attrs.get("classes_dtype"),
+                           path)
         joint = state.get("joint_cov")
         est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
                    results, joint_cov=None if joint is None else np.asarray(joint.values))

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
+from rvm_ppl.core.fits import as_idata
 from rvm_ppl.core.gaussian import log_evidence_gram
 from rvm_ppl.core.linalg import cholesky_jittered
 
@@ -225,14 +226,7 @@ def _idatas(fits):
     """InferenceData of each fit (an estimator's ``idata_``, or the InferenceData itself)."""
     if not isinstance(fits, dict) or not fits:
         raise TypeError("Give the fits as a non-empty dict {name: estimator or InferenceData}.")
-    out = {}
-    for name, f in fits.items():
-        idata = getattr(f, "idata_", f)
-        if not hasattr(idata, "posterior") or not hasattr(idata, "relevance"):
-            raise TypeError(f"Fit {name!r} is neither a fitted RVR/RVC nor an rvm_ppl "
-                            "InferenceData.")
-        out[name] = idata
-    return out
+    return {name: as_idata(f, f"Fit {name!r}") for name, f in fits.items()}
 
 
 def compare_to_reference(fits, reference="nuts", hdi_prob=0.94):
@@ -663,9 +657,7 @@ def _khat_inputs(fit, Phi, y, priors):
         target_scale,
     )
 
-    idata = getattr(fit, "idata_", fit)
-    if not hasattr(idata, "attrs") or "inference_method" not in idata.attrs:
-        raise TypeError("pareto_khat takes a fitted RVR or RVC or an rvm_ppl InferenceData.")
+    idata = as_idata(fit, "pareto_khat's fit")
     likelihood = idata.attrs.get("likelihood")
     if likelihood not in ("gaussian", "bernoulli"):
         raise ValueError(f"pareto_khat supports the Gaussian and Bernoulli likelihoods; the fit's "

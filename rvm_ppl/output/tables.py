@@ -1,10 +1,16 @@
-"""Tables that compare what several fits say about the relevance hyperparameters."""
+"""Tables that compare what several fits say about the relevance hyperparameters.
+
+Every function takes fitted estimators or their InferenceData
+(:func:`rvm_ppl.core.fits.as_idata`).
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["alpha_summary", "alpha_table", "select_class"]
+from rvm_ppl.core.fits import as_idata
+
+__all__ = ["alpha_summary", "alpha_table", "named_fits", "select_class"]
 
 
 def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=None):
@@ -12,8 +18,9 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=N
 
     Parameters
     ----------
-    idatas : dict or list of InferenceData
+    idatas : fitted estimator or InferenceData, or a dict or list of them
     model_names : list of str, optional
+        Defaults to the dict keys or to each fit's ``inference_method``.
     hdi_prob : float
     basis : list of str, optional
         Rows to keep; default: bases relevant in at least one fit.
@@ -29,14 +36,15 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=N
         (``inf`` where pruned; a point estimate has equal bounds) and the
         relevance decision; a final column ``agree`` that is true where all
         fits make the same relevance decision.
+
+    Raises
+    ------
+    TypeError
+        If a fit is neither a fitted estimator nor an rvm_ppl InferenceData.
     """
     import pandas as pd
 
-    if isinstance(idatas, dict):
-        model_names = model_names or list(idatas)
-        idatas = list(idatas.values())
-    idatas = [select_class(i, class_) for i in idatas]
-    model_names = model_names or [i.attrs.get("inference_method", f"fit {k}") for k, i in enumerate(idatas)]
+    model_names, idatas = named_fits(idatas, model_names=model_names, class_=class_)
     labels = [str(b) for b in idatas[0].relevance["basis"].values]
     columns = {}
     rel_all = []
@@ -59,14 +67,52 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=N
     return df
 
 
+def named_fits(fits, *, model_names=None, class_=None):
+    """Return the names and InferenceData of the fits that a plot or table of alpha compares.
+
+    Parameters
+    ----------
+    fits : fitted estimator or InferenceData, or a dict or list of them
+    model_names : list of str, optional
+        Defaults to the dict keys or to each fit's ``inference_method``.
+    class_ : optional
+        See :func:`select_class`.
+
+    Returns
+    -------
+    names : list of str
+    idatas : list of arviz.InferenceData
+        Each reduced to ``class_`` by :func:`select_class`.
+
+    Raises
+    ------
+    TypeError
+        If a fit is neither a fitted estimator nor an rvm_ppl InferenceData.
+    """
+    if isinstance(fits, dict):
+        model_names = model_names or list(fits)
+        fits = {f"Fit {name!r}": f for name, f in fits.items()}
+    else:
+        fits = {f"Fit {k}": f for k, f in enumerate(fits if isinstance(fits, (list, tuple))
+                                                    else [fits])}
+    if not fits:
+        raise TypeError("No fits given; expected one, or a dict or list of them.")
+    idatas = [select_class(as_idata(f, what), class_) for what, f in fits.items()]
+    model_names = model_names or [i.attrs.get("inference_method", f"fit {k}")
+                                  for k, i in enumerate(idatas)]
+    return list(model_names), idatas
+
+
 def select_class(idata, class_):
     """``idata`` with its ``class`` dimension (multi-class fits) reduced to ``class_``.
 
     One-vs-rest and multinomial fits of ``K > 2`` classes have a ``class``
     dimension in ``posterior``, ``relevance`` and ``fit``; the alpha plots and
     tables show one class at a time. A fit without the dimension is returned
-    as it is (``class_`` is then ignored).
+    as it is (``class_`` is then ignored). ``idata`` may also be a fitted
+    estimator.
     """
+    idata = as_idata(idata)
     if "class" not in idata.relevance.dims:
         return idata
     labels = [str(c) for c in idata.relevance["class"].values]
@@ -86,11 +132,13 @@ def alpha_summary(idata, hdi_prob):
     basis with ``alpha = inf`` in ``idata.relevance`` is pruned (a point
     mass); one with a Gamma ``Q(alpha)`` in ``idata.fit`` (``alpha_shape``,
     ``alpha_rate`` on ``candidate``: a vb fit's weights outside its model) is
-    summarised by that Gamma's median and central interval.
+    summarised by that Gamma's median and central interval. ``idata`` may also
+    be a fitted estimator.
     """
     import arviz as az
     from scipy import stats
 
+    idata = as_idata(idata)
     labels = [str(b) for b in idata.relevance["basis"].values]
     a = idata.posterior["alpha"]
     # A class of a multi-class fit leaves out some bases the others use: alpha = inf there.
