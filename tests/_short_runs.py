@@ -14,3 +14,6 @@ def short(method, **settings):
     """Estimator keyword arguments for a short fit by ``method`` (``settings`` override FAST)."""
     advi = {"window": ADVI_WINDOW} if method == "advi" else None
     return {**FAST, **settings, "sample_kwargs": advi}
+
+# Methods whose fits compile and run a PyMC sampler: marked slow, out of the fast loop.
+SAMPLED = ("advi", "nuts")

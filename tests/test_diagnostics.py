@@ -407,6 +407,7 @@ def test_loo_table_ranks_a_clearly_worse_fit_last(sinc30):
 
 
 # -- 4. Summary on real fits -----------------------------------------------
+@pytest.mark.slow
 def test_summary_table_on_tiny_real_fits(sinc30):
     X, y, Xt, yt = sinc30
     with warnings.catch_warnings():

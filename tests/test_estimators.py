@@ -198,6 +198,7 @@ def _extras(X):
     return np.column_stack([X[:, 0], X[:, 1], X[:, 0] ** 2, X[:, 1] ** 2, X[:, 0] * X[:, 1]])
 
 
+@pytest.mark.slow
 def test_extra_basis_and_learned_scales_tipping_section_4_3(tmp_path):
     rng = np.random.default_rng(0)
     X = rng.uniform(-10, 10, (100, 2))

@@ -112,6 +112,7 @@ def test_large_fits_store_point_masses_once_and_say_what_they_left_out():
 
 
 # 8. The advi/nuts builder converted units twice when called twice.
+@pytest.mark.slow
 def test_building_the_inference_data_twice_gives_the_same_numbers(sinc):
     from rvm_ppl.output.idata import to_idata
 
@@ -181,6 +182,7 @@ def marginal_fit(sinc):
     return X, y, m
 
 
+@pytest.mark.slow
 def test_set_data_and_posterior_predictive_match_predict(marginal_fit):
     X, y, m = marginal_fit
     Phi = design_matrix(X, X, RBF(gamma=1 / 9))
@@ -203,6 +205,7 @@ def test_set_data_and_posterior_predictive_match_predict(marginal_fit):
     assert draws.std(axis=0).max() < 0.5 * np.std(y)
 
 
+@pytest.mark.slow
 def test_model_graph_and_a_changed_model_through_fit_nuts(sinc):
     X, y = sinc
     Phi = design_matrix(X[:15], X[:15], RBF(gamma=1 / 9))
@@ -229,6 +232,7 @@ def test_model_graph_and_a_changed_model_through_fit_nuts(sinc):
 
 # The ArviZ functions the layout exists for, on the demo's two problems.
 # LOO warns where Pareto k is high and ArviZ 0.23's plot_ppc trips a matplotlib deprecation.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")
@@ -324,6 +328,7 @@ def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
     assert np.all(std**2 > r.noise_var + f.var(axis=0) - (w_out @ m._design(Xt, outside).T).var(0) + 1e-6)
 
 
+@pytest.mark.slow
 def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
     X, y = sinc
     with caplog.at_level(logging.INFO):
@@ -351,6 +356,7 @@ def test_alpha_of_vb_bases_outside_its_model_comes_from_q_alpha():
     assert (table[("vb", "hdi low")] < table[("vb", "hdi high")]).all()
 
 
+@pytest.mark.slow
 def test_a_fresh_process_fits_advi_without_foreign_warnings():
     """PyTensor's BLAS warning concerns C-mode functions, not the NUMBA-compiled fits."""
     import subprocess

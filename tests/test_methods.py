@@ -4,7 +4,7 @@ import logging
 
 import numpy as np
 import pytest
-from _short_runs import short
+from _short_runs import SAMPLED, short
 
 from rvm_ppl import RVC, RVR
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc, sinc
@@ -27,6 +27,7 @@ def fits(data):
     return {m: RVR(gamma=1 / 9, random_state=0, **short(m)).fit(X, y, method=m) for m in FIT_METHODS}
 
 
+@pytest.mark.slow
 def test_every_method_returns_the_same_layout(fits):
     for method, m in fits.items():
         idata = m.idata_
@@ -52,6 +53,7 @@ def test_every_method_returns_the_same_layout(fits):
     assert fits["nuts"].idata_.sample_stats["diverging"].dims == ("chain", "draw")
 
 
+@pytest.mark.slow
 def test_every_method_predicts_sinc(fits):
     Xt = np.linspace(-10, 10, 200)[:, None]
     for method, m in fits.items():
@@ -61,6 +63,7 @@ def test_every_method_predicts_sinc(fits):
         assert np.all(std >= np.sqrt(1 / m.beta_) * (1 - 1e-9)), method
 
 
+@pytest.mark.slow
 def test_predictive_moments_match_posterior_draws(fits, data):
     X, _ = data
     Xt = np.array([[-2.0], [1.0]])
@@ -72,7 +75,8 @@ def test_predictive_moments_match_posterior_draws(fits, data):
         np.testing.assert_allclose(f.mean(0), mean, atol=4 * f.std(0).max() / np.sqrt(len(f)))
 
 
-@pytest.mark.parametrize("method", sorted(FIT_METHODS))
+@pytest.mark.parametrize("method", [pytest.param(m, marks=pytest.mark.slow) if m in SAMPLED else m
+                                    for m in sorted(FIT_METHODS)])
 def test_same_random_state_same_result(data, method):
     X, y = data
     a = RVR(gamma=1 / 9, random_state=7, **short(method)).fit(X, y, method=method)
@@ -81,6 +85,7 @@ def test_same_random_state_same_result(data, method):
     np.testing.assert_array_equal(a.predict(X, return_std=True), b.predict(X, return_std=True))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["advi", "nuts"])
 def test_classifier_sampling_methods(method):
     X, y, Xt, yt = load_ripley()
@@ -93,6 +98,7 @@ def test_classifier_sampling_methods(method):
 # ArviZ computes r-hat and an HDI of the evidence fit's constant alpha draws
 # (a point estimate) and of its inf (pruned) entries, which numpy warns about;
 # arviz 0.23's plot_trace trips a matplotlib deprecation.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 @pytest.mark.filterwarnings("ignore:Your data appears to have a single value:UserWarning")
 @pytest.mark.filterwarnings("ignore::matplotlib.MatplotlibDeprecationWarning")
@@ -114,6 +120,7 @@ def test_plain_arviz_calls_work_on_every_result(fits):
         plt.close("all")
 
 
+@pytest.mark.slow
 def test_advi_is_in_the_units_of_y(data):
     """A fit to ``f y`` is the fit to ``y`` re-expressed: alpha ~ f^-2, w ~ f, log alpha - 2 log f.
 

@@ -359,6 +359,7 @@ def test_latent_g_stays_exact_where_many_alphas_are_tiny(sinc_design):
     assert np.abs(f_var_w - f_var_g).max() > 1.0 / beta  # ... lost to rounding
 
 
+@pytest.mark.slow
 def test_low_rank_fit_predicts_through_g_and_round_trips(tmp_path):
     """An advi fit of RVR on noisy sinc takes the low-rank form; predictions go through g = V w
     and survive netCDF and pickle exactly."""

@@ -8,6 +8,7 @@ not the package's, and of files that name code.
 
 import json
 import re
+import shutil
 import warnings
 
 import h5netcdf
@@ -86,9 +87,17 @@ def test_a_loaded_model_can_be_saved_over_its_own_file(tmp_path, frame):
 
 
 # -- files that are not the package's ----------------------------------------
-def _saved(tmp_path, frame):
-    path = tmp_path / "m.nc"
+@pytest.fixture(scope="module")
+def saved_file(tmp_path_factory, frame):
+    """One fitted model's file; each test damages its own copy."""
+    path = tmp_path_factory.mktemp("saved") / "m.nc"
     RVR(gamma=0.5).fit(frame[0].to_numpy(), frame[1]).to_netcdf(path)
+    return path
+
+
+def _saved(tmp_path, saved_file):
+    path = tmp_path / "m.nc"
+    shutil.copyfile(saved_file, path)
     return path
 
 
@@ -117,8 +126,8 @@ def _a_state_variable_removed(path):
 
 @pytest.mark.parametrize("damage", [_truncated, _random_bytes, _plain_xarray, _a_group_removed,
                                     _a_state_variable_removed])
-def test_a_file_that_is_not_the_packages_is_a_value_error_naming_it(tmp_path, frame, damage):
-    path = _saved(tmp_path, frame)
+def test_a_file_that_is_not_the_packages_is_a_value_error_naming_it(tmp_path, saved_file, damage):
+    path = _saved(tmp_path, saved_file)
     damage(path)
     expected = (rf"{re.escape(str(path))} is not (an|a complete) rvm_ppl estimator file "
                 rf"written by to_netcdf \(file format 3 or {persistence.FORMAT_VERSION}\)")
@@ -152,8 +161,8 @@ def _with_kernel(path, kernel):
     ("os", {}),
     ("Kernel", {}),
 ])
-def test_a_file_naming_anything_but_an_allowed_kernel_is_refused(tmp_path, frame, name, params):
-    path = _saved(tmp_path, frame)
+def test_a_file_naming_anything_but_an_allowed_kernel_is_refused(tmp_path, saved_file, name, params):
+    path = _saved(tmp_path, saved_file)
     _with_kernel(path, {"__kernel__": name, "params": params})
     with pytest.raises(ValueError, match=rf"{re.escape(str(path))} names the kernel {name!r}"):
         RVR.from_netcdf(path)
@@ -172,16 +181,16 @@ def test_a_file_naming_anything_but_an_allowed_kernel_is_refused(tmp_path, frame
     ({"__kernel__": "RBF", "params": {"gamma": {"module": "os"}}}, "RBF.gamma"),
     ({"__kernel__": "RBF", "params": {"gamma": [0.5, {"module": "os"}]}}, "RBF.gamma"),
 ])
-def test_an_allowed_kernel_takes_only_its_parameters_with_plain_values(tmp_path, frame, kernel,
+def test_an_allowed_kernel_takes_only_its_parameters_with_plain_values(tmp_path, saved_file, kernel,
                                                                         match):
-    path = _saved(tmp_path, frame)
+    path = _saved(tmp_path, saved_file)
     _with_kernel(path, kernel)
     with pytest.raises(ValueError, match=rf"{re.escape(str(path))} .*{re.escape(match)}"):
         RVR.from_netcdf(path)
 
 
-def test_a_file_giving_the_estimator_a_parameter_it_lacks_is_refused(tmp_path, frame):
-    path = _saved(tmp_path, frame)
+def test_a_file_giving_the_estimator_a_parameter_it_lacks_is_refused(tmp_path, saved_file):
+    path = _saved(tmp_path, saved_file)
     with h5netcdf.File(path, "r+") as f:
         attrs = f["estimator_state"].attrs
         text = json.dumps({**json.loads(attrs["params"]), "exec": "import os"})

@@ -180,6 +180,7 @@ def test_warning_thresholds():
             _warn_diagnostics({**ok, **bad}, chains=2)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("parameterization", ["centered", "noncentered"])
 def test_nuts_with_fixed_hyperparameters_matches_exact_posterior(parameterization):
     """alpha, beta fixed: the posterior of w is N(mu, Sigma) (Tipping 2001, eqs. 12-13)."""
@@ -288,6 +289,7 @@ def test_nuts_log_alpha_matches_brute_force_for_a_relevant_and_a_pruned_basis():
     assert idata.attrs["n_divergences"] == 0
 
 
+@pytest.mark.slow
 def test_nuts_marginal_layout_and_exact_conditional_draws(tiny):
     _, y, _, Phi, basis = tiny
     draws, chains = 150, 2
@@ -329,6 +331,7 @@ def test_nuts_marginal_layout_and_exact_conditional_draws(tiny):
     assert np.all((gamma > 0) & (gamma < 1))
 
 
+@pytest.mark.slow
 def test_nuts_is_reproducible(tiny):
     _, y, _, Phi, basis = tiny
     kw = dict(basis=basis, draws=30, tune=30, chains=2, random_seed=7)  # nutpie: threads
@@ -339,6 +342,7 @@ def test_nuts_is_reproducible(tiny):
     np.testing.assert_array_equal(a.posterior["w"].values, b.posterior["w"].values)
 
 
+@pytest.mark.slow
 def test_advi_layout_elbo_and_noise_estimate():
     """Marginal mean-field ADVI on 50 noisy sinc points: noise sd within 30% of 0.1."""
     _, y, scale, Phi, basis = _sinc_problem(50, seed=0)
@@ -359,6 +363,7 @@ def test_advi_layout_elbo_and_noise_estimate():
     assert abs(noise_sd - 0.1) < 0.03
 
 
+@pytest.mark.slow
 def test_advi_warns_when_not_converged(tiny):
     from sklearn.exceptions import ConvergenceWarning
 
