@@ -86,6 +86,8 @@ def test_fit_nuts_takes_the_model_from_the_context_and_passes_random_seed(sinc, 
     X, y = sinc
     model = build_model(design_matrix(X, X, RBF(1 / 9)), y)
     monkeypatch.setattr(pm, "sample", _raise_called)
+    # nutpie's fits go through the compiled-model store with what pm.sample would get.
+    monkeypatch.setattr(nuts_mod, "_sample_nutpie", lambda model, kwargs: _raise_called(**kwargs))
     got = {}
     for key, seed in (("explicit", 3), ("other", 4)):
         with pytest.raises(_Called) as call:
@@ -119,6 +121,8 @@ def test_the_estimators_random_state_is_pymcs_random_seed(sinc, monkeypatch):
     X, y = sinc
     Phi = design_matrix(X, X, RBF(1 / 9))
     monkeypatch.setattr(pm, "sample", _raise_called)
+    # nutpie's fits go through the compiled-model store with what pm.sample would get.
+    monkeypatch.setattr(nuts_mod, "_sample_nutpie", lambda model, kwargs: _raise_called(**kwargs))
     with pytest.raises(_Called) as est:
         RVR(kernel="precomputed", method="nuts", chains=1, random_state=5).fit(Phi[:, 1:], y)
     std = float(np.std(y))

@@ -15,6 +15,7 @@ from scipy import stats
 from scipy.integrate import quad
 from scipy.special import digamma, expit
 
+import rvm_ppl.pymc_fitters.nuts as nuts_mod
 from rvm_ppl.closed_form.evidence import posterior_given
 from rvm_ppl.datasets.loaders import make_sinc
 from rvm_ppl.kernels.kernel import RBF, design_matrix
@@ -104,6 +105,8 @@ def test_nutpie_gets_cores_and_the_mass_matrix_setting_and_the_user_has_the_last
         raise _Sampled(kwargs)
 
     monkeypatch.setattr(pm, "sample", fake_sample)
+    # nutpie's fits go through the compiled-model store with what pm.sample would get.
+    monkeypatch.setattr(nuts_mod, "_sample_nutpie", lambda model, kwargs: fake_sample(**kwargs))
     _, y, _, Phi, basis = tiny
     with pytest.raises(_Sampled) as got:
         fit_nuts(Phi, y, basis=basis, chains=2, cores=2, nuts_sampler_kwargs=user)

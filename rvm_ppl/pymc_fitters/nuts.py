@@ -28,6 +28,7 @@ import numpy as np
 from rvm_ppl.core.linalg import (
     blas_limit,
 )
+from rvm_ppl.pymc_fitters.compiled import compiled_nutpie
 from rvm_ppl.pymc_fitters.results import (
     CHAINS,
     COMPILE_MODE,
@@ -163,6 +164,33 @@ def _trace_var_names(model, spec):
         [d.name for d in model.deterministics if d.name != "w"]
 
 
+def _sample_nutpie(model, kwargs):
+    """``pm.sample(**kwargs)`` with nutpie, on a compiled model kept for its structure.
+
+    The same call as PyMC's (nutpie's ``sample`` with the seed PyMC passes,
+    ``sampling_time`` and ``tuning_steps`` in the posterior's attributes), except that the compiled
+    model comes from :func:`rvm_ppl.pymc_fitters.compiled.compiled_nutpie`:
+    a model of a structure this process has compiled before samples that
+    machine code with its own data.
+    """
+    import nutpie
+
+    sampler_kwargs = dict(kwargs.get("nuts_sampler_kwargs") or {})
+    compile_kwargs = {k: sampler_kwargs.pop(k) for k in ("backend", "gradient_backend")
+                      if k in sampler_kwargs}
+    compiled = compiled_nutpie(model, kwargs.get("var_names"), **compile_kwargs)
+    t0 = time.time()
+    trace = nutpie.sample(
+        compiled, draws=kwargs["draws"], tune=kwargs["tune"], chains=kwargs["chains"],
+        # PyMC passes nutpie its integer seed as it is (one seed for all chains).
+        target_accept=kwargs["target_accept"], seed=int(kwargs["random_seed"]),
+        progress_bar=kwargs["progressbar"], **sampler_kwargs,
+    )
+    trace.posterior.attrs["sampling_time"] = time.time() - t0
+    trace.posterior.attrs["tuning_steps"] = kwargs["tune"]
+    return trace
+
+
 def nuts_result(
     model,
     *,
@@ -208,8 +236,11 @@ def nuts_result(
     kwargs.update(pm_kwargs)
 
     t0 = time.perf_counter()
-    with blas_limit(blas_threads), softplus_precisions(model), _compilation():
-        trace = pm.sample(**kwargs)
+    with blas_limit(blas_threads), softplus_precisions(model) as sampled, _compilation():
+        if nuts_sampler == "nutpie" and set(pm_kwargs) <= {"nuts_sampler_kwargs"}:
+            trace = _sample_nutpie(sampled, kwargs)
+        else:
+            trace = pm.sample(**kwargs)
     wall = time.perf_counter() - t0
 
     post = trace.posterior

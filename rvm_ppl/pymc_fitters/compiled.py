@@ -1,0 +1,184 @@
+"""Compile once, sample many: nutpie's compiled models, reused across fits of one structure.
+
+``pm.sample(nuts_sampler="nutpie")`` compiles the model's log density and
+gradient to machine code (PyTensor's NUMBA backend, then a Numba C
+callback) in every call, even when the model has the structure and the
+shapes of the last one: in a warm process that compilation costs far more
+than sampling a small model. Here a compiled model is kept, in this process,
+under a fingerprint of what the machine code depends on:
+
+- the graph of the log density and of the variables the sampler returns
+  (every operation with its properties, how the operations are wired, the
+  value of every constant, inner graphs included);
+- the name, type and shape of every data variable (``pm.Data``), whose
+  values the compiled code takes as input, and the value of every other
+  shared variable;
+- the model's coordinates and initial values, the variables kept in the
+  trace, and the compile settings.
+
+A model with the fingerprint of a kept one samples the kept machine code
+with its own data (nutpie's ``with_data``): the same code, hence the same
+numbers, as compiling it afresh, so results never depend on what the process
+fitted before. A model whose graph holds an operation that cannot be compared
+(no declared properties and attributes other than plain values) is compiled
+afresh every time. The store keeps the :data:`MAX_KEPT` most recently used
+compiled models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import types
+from collections import OrderedDict
+
+import numpy as np
+
+MAX_KEPT = 8  # compiled models kept per process (least recently used dropped first)
+
+_KEPT: OrderedDict[str, object] = OrderedDict()
+_COUNTS = {"compiled": 0, "reused": 0}
+_PLAIN = (int, float, str, bool, bytes, type(None), np.dtype, np.generic)
+
+
+class _NotComparable(Exception):
+    """An operation whose identity the fingerprint cannot capture."""
+
+
+def _plain(value, depth=0):
+    """Return a stable text for an operation's property, or raise ``_NotComparable``."""
+    if isinstance(value, np.ndarray):
+        return f"array{value.dtype}{value.shape}:{hashlib.sha256(value.tobytes()).hexdigest()}"
+    if isinstance(value, (tuple, list)):
+        return "(" + ",".join(_plain(v, depth) for v in value) + ")"
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{_plain(k, depth)}:{_plain(v, depth)}"
+                              for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))) + "}"
+    if isinstance(value, _PLAIN):
+        return repr(value)
+    if isinstance(value, (types.FunctionType, types.BuiltinFunctionType, type)):
+        return f"{value.__module__}.{value.__qualname__}"
+    name = type(value).__qualname__
+    props = getattr(value, "__props__", None)  # a scalar op inside an Elemwise, a type, ...
+    if props is not None:
+        return name + _plain(tuple(getattr(value, p) for p in props), depth + 1)
+    if depth < 2 and hasattr(value, "__dict__"):  # plain attributes only, e.g. a scalar op
+        return name + _plain(dict(vars(value)), depth + 1)
+    raise _NotComparable(name)
+
+
+def _graph(outputs, data_names, h):
+    """Feed the graph of ``outputs`` to the hash ``h``; raise ``_NotComparable`` if it cannot."""
+    from pytensor.compile.builders import OpFromGraph
+    from pytensor.compile.sharedvalue import SharedVariable
+    from pytensor.graph.basic import Constant
+    from pytensor.graph.traversal import graph_inputs, io_toposort
+
+    ids = {}
+
+    def ref(v):
+        if v not in ids:
+            if isinstance(v, Constant):
+                token = ("constant", str(v.type), _plain(np.asarray(v.data)))
+            elif isinstance(v, SharedVariable):
+                value = np.asarray(v.get_value(borrow=True))
+                if v.name in data_names:  # the compiled code takes its value as input
+                    token = ("data", v.name, str(v.type), value.shape)
+                else:
+                    token = ("shared", v.name, str(v.type), _plain(value))
+            else:
+                token = ("input", v.name, str(v.type))
+            ids[v] = len(ids)
+            h.update(repr(token).encode())
+        return ids[v]
+
+    inputs = list(graph_inputs(outputs))
+    for node in io_toposort(inputs, outputs):
+        op = node.op
+        if isinstance(op, OpFromGraph):
+            h.update(f"inner graph {type(op).__qualname__} inline={op.is_inline}".encode())
+            _graph(op.inner_outputs, data_names, h)
+            props = ""
+        elif getattr(op, "__props__", None) is not None:
+            props = _plain(tuple(getattr(op, p) for p in op.__props__))
+        else:
+            props = _plain(dict(vars(op)), 1)
+        h.update(repr((type(op).__module__, type(op).__qualname__, props,
+                       [ref(i) for i in node.inputs])).encode())
+        for out in node.outputs:
+            ids[out] = len(ids)
+            h.update(repr(("output", str(out.type))).encode())
+    h.update(repr(("outputs", [ref(o) for o in outputs])).encode())
+
+
+def fingerprint(model, var_names, settings):
+    """Hash what the compiled code of ``model`` depends on; None if it cannot be compared.
+
+    Parameters
+    ----------
+    model : pymc.Model
+        The model nutpie compiles (already on the sampler's scale).
+    var_names : list of str or None
+        The variables kept in the trace.
+    settings : dict
+        The compile settings (backend, PyTensor flags, ...), plain values.
+    """
+    import pytensor
+
+    data_names = {v.name for v in model.data_vars}
+    h = hashlib.sha256()
+    try:
+        _graph([model.logp(), *model.unobserved_value_vars], data_names, h)
+        h.update(_plain({
+            "coords": {k: list(v) if v is not None else None for k, v in model.coords.items()},
+            "dims": {k: tuple(v) for k, v in model.named_vars_to_dims.items()},
+            "initvals": {rv.name: _plain(v) for rv, v in model.rvs_to_initial_values.items()},
+            "var_names": None if var_names is None else list(var_names),
+            "settings": settings,
+            "numba_fastmath": bool(pytensor.config.numba__fastmath),
+        }).encode())
+    except _NotComparable:
+        return None
+    return h.hexdigest()
+
+
+def compiled_nutpie(model, var_names=None, **compile_kwargs):
+    """Return nutpie's compiled ``model``: a kept one with this model's data, or a new one.
+
+    Parameters
+    ----------
+    model : pymc.Model
+    var_names : list of str, optional
+        The variables kept in the trace (``nutpie.compile_pymc_model``'s ``var_names``).
+    **compile_kwargs
+        ``backend``, ``gradient_backend``.
+
+    Returns
+    -------
+    nutpie.compile_pymc.CompiledPyMCModel
+    """
+    import nutpie
+
+    key = fingerprint(model, var_names, {"nutpie": nutpie.__version__, **compile_kwargs})
+    if key is not None and key in _KEPT:
+        _KEPT.move_to_end(key)
+        kept = _KEPT[key]
+        _COUNTS["reused"] += 1
+        data = {v.name: v.get_value() for v in model.data_vars if v.name in kept.shared_data}
+        return kept.with_data(**data)
+    compiled = nutpie.compile_pymc_model(model, var_names=var_names, **compile_kwargs)
+    _COUNTS["compiled"] += 1
+    if key is not None:
+        _KEPT[key] = compiled
+        while len(_KEPT) > MAX_KEPT:
+            _KEPT.popitem(last=False)
+    return compiled
+
+
+def compile_counts():
+    """How many nutpie models this process compiled and how many fits reused one (a copy)."""
+    return dict(_COUNTS)
+
+
+def clear():
+    """Forget every kept compiled model."""
+    _KEPT.clear()
