@@ -77,8 +77,7 @@ def main():
     for title, header, rows in markdown_tables(text):
         record_table(title, header, rows)
     record_note(f"The demo ran for {seconds:.1f} s in this process "
-                "(imports before it not counted).",
-                )
+                "(imports before it not counted).")
     write_results(args.out)
 
 
