@@ -222,9 +222,9 @@ def part_nuts(args):
     print_table(NUTS_HEADER, rows)
     X, y = subsets[0]
     alternatives = [
-        ("marginal, Tipping's a = b = 1e-6", dict(priors={"a": 1e-6, "b": 1e-6})),
-        ("marginal, a = 3, b = 0.2", dict(priors={"a": 3.0, "b": 0.2})),
-        ("marginal, a = 2, b = 0.1", dict(priors={"a": 2.0, "b": 0.1})),
+        ("marginal, Tipping's a = b = 1e-6", dict(alpha_shape=1e-6, alpha_rate=1e-6)),
+        ("marginal, a = 3, b = 0.2", dict(alpha_shape=3.0, alpha_rate=0.2)),
+        ("marginal, a = 2, b = 0.1", dict(alpha_shape=2.0, alpha_rate=0.1)),
     ]
     rows = [_nuts_model_row("non-centred weights, a = 3, b = 2", X, y, Xt, yt, "noncentered"),
             _nuts_model_row("non-centred, a = b = 1e-6", X, y, Xt, yt, "noncentered",

@@ -172,7 +172,8 @@ def main():
     p.add_argument("--seed", type=int, default=0)
     add_results_argument(p)
     args = p.parse_args()
-    results_recorder(results_name(__file__, None if set(args.methods) == set(METHODS) else args.methods))
+    results_recorder(results_name(__file__, None if set(args.methods) == set(METHODS) else args.methods),
+                     notes=args.note)
     warnings.filterwarnings("ignore", category=FutureWarning)
     logging.getLogger("pymc").setLevel(logging.WARNING)
     for name in args.problems:
