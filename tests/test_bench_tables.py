@@ -79,6 +79,22 @@ def test_a_subset_of_columns_in_the_order_given(bench_tables):
     assert _cells(table) == ([["fit s", "method"]], [["3", "evidence"], ["nan", "vb"]])
 
 
+def test_digits_round_the_unformatted_numbers_only(bench_tables):
+    results = {
+        "name": "raw",
+        "tables": [{
+            "title": "t",
+            "header": ["method", "khat", "n_pruned", "rms", "fit s"],
+            "rows": [["vb", 3.1985865122896313, 88.0, "0.03439", 3], ["nuts", None, 0.0, "0.0386", 12]],
+        }],
+    }
+    table, _ = bench_tables.render(results, "raw", "t", digits=3)
+    assert _cells(table)[1] == [["vb", "3.2", "88", "0.03439", "3"], ["nuts", "nan", "0", "0.0386", "12"]]
+    # without :digits: the cells are as recorded
+    _, rows = bench_tables.select_table(results, "t")
+    assert rows[0][1] == "3.1985865122896313"
+
+
 def test_a_missing_title_column_or_file_is_an_error(bench_tables, tmp_path):
     with pytest.raises(bench_tables.BenchTableError, match="no table titled 'No such table'"):
         bench_tables.render(FIXTURE, "demo-part", "No such table")
@@ -117,7 +133,8 @@ def test_every_docs_table_names_an_existing_result_table(bench_tables):
         if title[:1] in "\"'":
             title = title[1:-1]
         results = bench_tables.load_results(RESULTS, name)
+        digits = int(options["digits"]) if "digits" in options else None
         header, rows = bench_tables.select_table(
-            results, title, bench_tables.parse_columns(options.get("columns"))
+            results, title, bench_tables.parse_columns(options.get("columns")), digits
         )
         assert header and rows, (page, name, title)

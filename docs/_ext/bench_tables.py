@@ -14,6 +14,10 @@ it when it contains `` #``, which MyST's option parser reads as a comment), and
 is rendered with the cells the script printed, and a line under it says where
 they come from: the file, the command, the date, the machine (CPU model,
 cores, load average), the rvm_ppl version and commit, and the file's notes.
+A script may record numbers unformatted (``summary_table``'s k-hat and
+distances, to full precision); ``:digits:`` (optional) writes such
+floating-point cells with that many significant digits, as the script
+printed them. Text cells and integers are shown as recorded.
 
 A missing file, title or column stops the build with an error naming what the
 file has: a page never shows an empty or stale table in place of a result.
@@ -49,15 +53,23 @@ def load_results(directory, name):
         raise BenchTableError(f"{path} is not valid JSON: {err}") from err
 
 
-def cell_text(value):
-    """Write a cell as the benchmark script printed it (a recorded NaN is ``None``)."""
-    return "nan" if value is None else str(value)
+def cell_text(value, digits=None):
+    """Write a cell as the benchmark script printed it (a recorded NaN is ``None``).
+
+    ``digits``: significant digits of a floating-point cell (None: as recorded).
+    """
+    if value is None:
+        return "nan"
+    if digits is not None and isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
 
 
-def select_table(results, title, columns=None):
+def select_table(results, title, columns=None, digits=None):
     """Return header and rows, as strings, of the table titled ``title`` in ``results``.
 
-    ``columns`` (a list of header names) keeps those columns in that order.
+    ``columns`` (a list of header names) keeps those columns in that order;
+    ``digits`` writes floating-point cells with that many significant digits.
     """
     name = results.get("name", "the result file")
     tables = results.get("tables")
@@ -77,7 +89,7 @@ def select_table(results, title, columns=None):
         raise BenchTableError(f"{name} has {len(found)} tables titled {title!r}")
     table = found[0]
     header = [cell_text(h) for h in table["header"]]
-    rows = [[cell_text(c) for c in row] for row in table["rows"]]
+    rows = [[cell_text(c, digits) for c in row] for row in table["rows"]]
     for row in rows:
         if len(row) != len(header):
             raise BenchTableError(
@@ -150,9 +162,9 @@ def provenance(results, name):
     return " ".join([text, *notes])
 
 
-def render(results, name, title, columns=None):
+def render(results, name, title, columns=None, digits=None):
     """Build the docutils nodes of one bench-table: the table, then its provenance line."""
-    header, rows = select_table(results, title, columns)
+    header, rows = select_table(results, title, columns, digits)
     table = nodes.table(classes=["bench-table"])
     table += nodes.title(text=title)
     group = nodes.tgroup(cols=len(header))
@@ -198,6 +210,7 @@ class BenchTable(SphinxDirective):
     option_spec = {
         "title": directives.unchanged_required,
         "columns": directives.unchanged,
+        "digits": directives.positive_int,
     }
 
     def run(self):
@@ -211,7 +224,8 @@ class BenchTable(SphinxDirective):
         self.env.note_dependency(str(directory / f"{name}.json"))
         try:
             results = load_results(directory, name)
-            return render(results, name, title, parse_columns(self.options.get("columns")))
+            return render(results, name, title, parse_columns(self.options.get("columns")),
+                          self.options.get("digits"))
         except BenchTableError as err:
             raise BenchTableError(f"{location}: {err}") from None
 
