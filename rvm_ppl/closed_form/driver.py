@@ -231,8 +231,8 @@ def noise_due(it, noise_from, terminate, warmup_max):
     return terminate or k <= BETA_UPDATE_START or k % BETA_UPDATE_FREQUENCY == 0, noise_from
 
 
-def block_aligned(cos, j, blocker, in_model):
-    """Block the candidates whose cosine ``cos`` with basis ``j`` exceeds ``ALIGNMENT_MAX``.
+def block_aligned(cos, j, blocker, in_model, limit=ALIGNMENT_MAX):
+    """Block the candidates whose cosine ``cos`` with basis ``j`` exceeds ``limit``.
 
     SparseBayes's redundancy test (Tipping & Faul 2003; SparseBayes manual
     §5.4) skips a candidate that nearly duplicates a basis in the model.
@@ -240,8 +240,9 @@ def block_aligned(cos, j, blocker, in_model):
     decisions (a blocked candidate can never be proposed) without spending
     an iteration on each skip. ``blocker[m]`` is the basis that blocks
     ``m`` (``-1``: none); returns the number of newly blocked candidates.
+    ``limit`` is ``ALIGNMENT_MAX`` for the evidence fits.
     """
-    new = np.flatnonzero(cos > ALIGNMENT_MAX)
+    new = np.flatnonzero(cos > limit)
     new = new[(blocker[new] < 0) & ~in_model[new]]
     blocker[new] = j
     return new.size
@@ -254,7 +255,7 @@ def release(j, blocker):
     return np.append(freed, j)
 
 
-def reblock(freed, cos, act, blocker):
+def reblock(freed, cos, act, blocker, limit=ALIGNMENT_MAX):
     """Block each of ``freed`` again by the basis in the model it is most aligned with, if any.
 
     ``cos`` is ``(len(freed), k)``: cosines of the freed candidates with the
@@ -264,7 +265,7 @@ def reblock(freed, cos, act, blocker):
         if act.size == 0:
             break
         i = np.argmax(cos[r])
-        if cos[r, i] > ALIGNMENT_MAX:
+        if cos[r, i] > limit:
             blocker[freed[r]] = act[i]
 
 
@@ -273,12 +274,12 @@ def release_refused(blocker):
     blocker[blocker == blocker.size] = -1
 
 
-def unblock(model, j, blocker):
+def unblock(model, j, blocker, limit):
     """Release the candidates ``j`` blocked, re-blocking those aligned with another basis."""
     freed = release(j, blocker)
     act = ops.active(model)
     if act.size:
-        reblock(freed, ops.cosines(model, freed), act, blocker)
+        reblock(freed, ops.cosines(model, freed), act, blocker, limit)
 
 
 # -- the loop, written once -------------------------------------------------------------
@@ -288,7 +289,7 @@ ALIGNED_COUNT, REFUSED_COUNT, CYCLING_COUNT = 3, 4, 5
 N_COUNTS = 6
 
 
-def climb(model, max_iter, tol, alignment_test, blocker, counts):
+def climb(model, max_iter, tol, alignment_max, blocker, counts):
     """Run the loop of the fast sequential algorithm (Tipping & Faul 2003), on any backend.
 
     Each iteration takes the best action (``ops.choose``: every
@@ -335,8 +336,10 @@ def climb(model, max_iter, tol, alignment_test, blocker, counts):
     max_iter : int
     tol : float
         Stop when the best action is a re-estimation changing ``log alpha`` by less than this.
-    alignment_test : bool
-        Keep out candidates whose cosine with a basis in the model exceeds ``ALIGNMENT_MAX``.
+    alignment_max : float
+        Keep out candidates whose cosine with a basis in the model exceeds
+        this (``ALIGNMENT_MAX`` for the evidence fits); ``inf``: no
+        alignment test.
     blocker : ndarray of int, shape (M,)
         Candidate -> the basis that blocks it (``-1``: none; ``M``: a
         refused addition, until the next deletion); updated in place.
@@ -351,11 +354,12 @@ def climb(model, max_iter, tol, alignment_test, blocker, counts):
     converged : bool
     """
     M = blocker.size
+    alignment_test = alignment_max < _INF
     if alignment_test:
         act = ops.active(model)
         for i in range(act.size):
             counts[ALIGNED_COUNT] += block_aligned(ops.cosine(model, act[i]), act[i], blocker,
-                                                   ops.in_model(model))
+                                                   ops.in_model(model), alignment_max)
     converged = False
     it = 0
     for it in range(1, max_iter + 1):
@@ -376,7 +380,8 @@ def climb(model, max_iter, tol, alignment_test, blocker, counts):
                 cos = ops.add(model, j, new)
                 counts[ADD_CODE] += 1
                 if alignment_test:
-                    counts[ALIGNED_COUNT] += block_aligned(cos, j, blocker, ops.in_model(model))
+                    counts[ALIGNED_COUNT] += block_aligned(cos, j, blocker, ops.in_model(model),
+                                                           alignment_max)
             elif action == REESTIMATE_CODE:
                 ops.reestimate(model, j, new)
                 counts[REESTIMATE_CODE] += 1
@@ -386,7 +391,7 @@ def climb(model, max_iter, tol, alignment_test, blocker, counts):
                 # Candidates blocked by the deleted basis become eligible again,
                 # and so do refused ones: the span of the model has shrunk.
                 if alignment_test:
-                    unblock(model, j, blocker)
+                    unblock(model, j, blocker, alignment_max)
                 release_refused(blocker)
             ops.track(model, gain)
             if action == ADD_CODE and ops.refuses(model, before):
@@ -397,7 +402,7 @@ def climb(model, max_iter, tol, alignment_test, blocker, counts):
                 # next deletion, which shrinks the span.
                 ops.delete(model, j)
                 if alignment_test:
-                    unblock(model, j, blocker)
+                    unblock(model, j, blocker, alignment_max)
                 blocker[j] = M
                 ops.reload(model)
                 counts[REFUSED_COUNT] += 1
@@ -473,8 +478,9 @@ def as_mask(blocked, M):
     return mask
 
 
-def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, it0=0,
-           min_gain=None, stall=None, warn_not_converged=None, progress=None):
+def ascend(model, *, max_iter, tol, alignment_test, alignment_max=ALIGNMENT_MAX, callback=None,
+           report=None, it0=0, min_gain=None, stall=None, warn_not_converged=None,
+           progress=None):
     """One ascent of the fast sequential algorithm over a statistics object.
 
     :func:`climb` owns the decisions; ``model`` (one class per likelihood)
@@ -512,7 +518,9 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
     tol : float
         Stop when the best action is a re-estimation changing ``log alpha`` by less than this.
     alignment_test : bool
-        Keep out candidates whose cosine with a basis in the model exceeds ``ALIGNMENT_MAX``.
+        Keep out candidates whose cosine with a basis in the model exceeds ``alignment_max``.
+    alignment_max : float
+        The alignment test's threshold: ``ALIGNMENT_MAX`` for the evidence fits.
     callback : callable, optional
         ``callback(iteration, action, index, objective)`` after every step that changed the model.
     report : callable, optional
@@ -544,7 +552,8 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
     counts = np.zeros(N_COUNTS, dtype=int)
     run = _Ascent(model, callback=callback, report=report, progress=progress, it0=it0,
                  min_gain=min_gain, stall=stall)
-    it, converged = climb(run, max_iter, tol, alignment_test, blocker, counts)
+    it, converged = climb(run, max_iter, tol, alignment_max if alignment_test else _INF, blocker,
+                          counts)
     if not converged and warn_not_converged is not None:
         warn_not_converged(max_iter)
     named = {ADD: counts[ADD_CODE], REESTIMATE: counts[REESTIMATE_CODE],

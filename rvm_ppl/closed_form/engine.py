@@ -61,6 +61,7 @@ _POLISH_AFTER = _ev.POLISH_AFTER
 _POLISH_STEPS = _ev.POLISH_STEPS
 _POLISH_MAX_STEP = _ev.POLISH_MAX_STEP
 _POLISH_GAIN = _ev.POLISH_GAIN
+_ALIGNMENT_MAX = _ev.ALIGNMENT_MAX
 # The decisions and the loop, compiled from the sequential driver's source
 # (rvm_ppl.closed_form.driver); the loop calls the operations of _OPS, filled in below.
 _OPS = types.ModuleType("rvm_ppl.closed_form.engine.ops")
@@ -875,7 +876,8 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     st.ints[_N_TRACE] = 1
 
     loop = np.zeros(_driver.N_COUNTS, dtype=np.int64)
-    it, converged = _climb(st, max_iter, tol, alignment_test, blocker, loop)
+    limit = _ALIGNMENT_MAX if alignment_test else np.inf  # np.inf: no alignment test
+    it, converged = _climb(st, max_iter, tol, limit, blocker, loop)
     if st.ints[_STATUS] != OK:
         return failed
     _reload(st)
