@@ -8,13 +8,19 @@ from rvm_ppl.closed_form import driver, laplace
 
 
 def test_the_compiled_engine_runs_the_drivers_code():
-    # Compiled from the driver's own code objects, not from a copy kept in step.
+    # Compiled from the driver's own code objects, not from a copy kept in step:
+    # the decisions and the loop that takes them.
     from rvm_ppl.closed_form import engine
 
     for name in ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha",
-                 "reestimate_gain", "delete_gain", "prefer", "noise_due", "block_aligned", "release",
-                 "reblock", "release_refused"):
+                 "reestimate_gain", "delete_gain", "prefer", "noise_due", "block_aligned",
+                 "release", "reblock", "release_refused", "unblock", "climb"):
         assert engine._decisions[name].py_func.__code__ is getattr(driver, name).__code__
+    # The loop calls the engine's operations there and the statistics interface here.
+    assert engine._decisions["climb"].py_func.__globals__["ops"] is engine._OPS
+    assert driver.ops is driver._Ascent
+    assert set(vars(engine._OPS)) >= {n for n in vars(driver._Ascent) if not n.startswith("_")
+                                       and n != "note"}
 
 
 def _gains_brute_force(S, Q, act, alpha, blocked):

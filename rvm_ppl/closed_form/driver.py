@@ -9,19 +9,21 @@ the exact objective does not confirm, and stop when nothing gains. The
 likelihood is seen only through a small statistics interface (the class
 docstring of :func:`ascend`).
 
-The decision functions below (the gains :func:`relevant`,
-:func:`add_gain`, :func:`add_alpha`, :func:`left_out`,
-:func:`reestimate_alpha`, :func:`reestimate_gain`, :func:`delete_gain`,
-:func:`member_gains`; the choice
-:func:`prefer`; the noise schedule :func:`noise_due`; the alignment test
-:func:`block_aligned`, :func:`release`, :func:`reblock`,
-:func:`release_refused`) are plain NumPy functions written so that Numba
-compiles them unchanged: the Python loop calls them directly and the
-compiled Gaussian backend (:mod:`rvm_ppl.closed_form.engine`) calls
-``numba.njit`` versions of the same functions (:func:`compiled`), so both
-backends take their decisions from one source. The element-wise formulas
-take scalars or arrays: the Python loop applies them to the arrays of all
-candidates at once, the compiled one in a single pass over the candidates.
+The loop itself (:func:`climb`) and the decision functions it calls (the
+gains :func:`relevant`, :func:`add_gain`, :func:`add_alpha`,
+:func:`left_out`, :func:`reestimate_alpha`, :func:`reestimate_gain`,
+:func:`delete_gain`, :func:`member_gains`; the choice :func:`prefer`; the
+noise schedule :func:`noise_due`; the alignment test :func:`block_aligned`,
+:func:`release`, :func:`reblock`, :func:`unblock`, :func:`release_refused`)
+are plain NumPy functions written so that Numba compiles them unchanged. The
+Python loop (:func:`ascend`) calls them directly; the compiled Gaussian
+backend (:mod:`rvm_ppl.closed_form.engine`) runs ``numba.njit`` versions of
+the same functions (:func:`compiled`), in which the operations :func:`climb`
+asks of the likelihood are the engine's compiled ones. So both backends take
+their decisions, and run their loop, from one source. The element-wise
+formulas take scalars or arrays: the Python loop applies them to the arrays
+of all candidates at once, the compiled one in a single pass over the
+candidates.
 """
 
 from __future__ import annotations
@@ -229,8 +231,8 @@ def noise_due(it, noise_from, terminate, warmup_max):
     return terminate or k <= BETA_UPDATE_START or k % BETA_UPDATE_FREQUENCY == 0, noise_from
 
 
-def block_aligned(cos, j, blocker, in_model):
-    """Block the candidates whose cosine ``cos`` with basis ``j`` exceeds ``ALIGNMENT_MAX``.
+def block_aligned(cos, j, blocker, in_model, limit=ALIGNMENT_MAX):
+    """Block the candidates whose cosine ``cos`` with basis ``j`` exceeds ``limit``.
 
     SparseBayes's redundancy test (Tipping & Faul 2003; SparseBayes manual
     §5.4) skips a candidate that nearly duplicates a basis in the model.
@@ -238,8 +240,9 @@ def block_aligned(cos, j, blocker, in_model):
     decisions (a blocked candidate can never be proposed) without spending
     an iteration on each skip. ``blocker[m]`` is the basis that blocks
     ``m`` (``-1``: none); returns the number of newly blocked candidates.
+    ``limit`` is ``ALIGNMENT_MAX`` for the evidence fits.
     """
-    new = np.flatnonzero(cos > ALIGNMENT_MAX)
+    new = np.flatnonzero(cos > limit)
     new = new[(blocker[new] < 0) & ~in_model[new]]
     blocker[new] = j
     return new.size
@@ -252,7 +255,7 @@ def release(j, blocker):
     return np.append(freed, j)
 
 
-def reblock(freed, cos, act, blocker):
+def reblock(freed, cos, act, blocker, limit=ALIGNMENT_MAX):
     """Block each of ``freed`` again by the basis in the model it is most aligned with, if any.
 
     ``cos`` is ``(len(freed), k)``: cosines of the freed candidates with the
@@ -262,30 +265,178 @@ def reblock(freed, cos, act, blocker):
         if act.size == 0:
             break
         i = np.argmax(cos[r])
-        if cos[r, i] > ALIGNMENT_MAX:
+        if cos[r, i] > limit:
             blocker[freed[r]] = act[i]
 
 
 def release_refused(blocker):
-    """Candidates refused by :func:`ascend` (``blocker == M``) become eligible again."""
+    """Candidates refused by :func:`climb` (``blocker == M``) become eligible again."""
     blocker[blocker == blocker.size] = -1
+
+
+def unblock(model, j, blocker, limit):
+    """Release the candidates ``j`` blocked, re-blocking those aligned with another basis."""
+    freed = release(j, blocker)
+    act = ops.active(model)
+    if act.size:
+        reblock(freed, ops.cosines(model, freed), act, blocker, limit)
+
+
+# -- the loop, written once -------------------------------------------------------------
+
+# Entries of the loop's counts (an int array): the three action codes, then these.
+ALIGNED_COUNT, REFUSED_COUNT, CYCLING_COUNT = 3, 4, 5
+N_COUNTS = 6
+
+
+def climb(model, max_iter, tol, alignment_max, blocker, counts):
+    """Run the loop of the fast sequential algorithm (Tipping & Faul 2003), on any backend.
+
+    Each iteration takes the best action (``ops.choose``: every
+    candidate's gain and :func:`prefer`), carries it out, keeps the
+    candidates aligned with a basis in the model out (the alignment test),
+    undoes an addition the exact objective does not confirm, and stops when
+    nothing gains and the likelihood's own work after the step
+    (``ops.after_step``) has not moved the model either.
+
+    The likelihood is seen through ``ops``, as ``ops.name(model, ...)``.
+    In Python, ``ops`` is :class:`_Ascent` and ``model`` an :class:`_Ascent`
+    around a statistics object (:func:`ascend`); in the compiled engine,
+    ``ops`` is the engine's namespace of compiled functions and ``model``
+    its state (:func:`compiled`). The operations are
+
+    - ``active(model)``, ``in_model(model)``: the candidates in the model
+      (array, model order) and the boolean mask of them;
+    - ``cosine(model, j)``: cosines of every candidate with basis ``j`` in
+      the model; ``cosines(model, idx)``: of candidates ``idx`` with every
+      basis in the model, ``(len(idx), k)``;
+    - ``begin(model, it)``: the start of iteration ``it``;
+    - ``choose(model, blocker, tol)``: ``(action, index, new alpha, gain,
+      terminate)`` of :func:`prefer`, candidates with ``blocker >= 0``
+      left out;
+    - ``refreshed(model)``: whether the statistics had gone stale for the
+      decision just taken and were re-found (it is then taken again);
+    - ``stalled(model)``: whether the steps have stopped raising the
+      objective (the model is then back at the best one seen);
+    - ``known(model)``: the objective as known before a step;
+      ``track(model, gain)``: the step's predicted gain is taken;
+    - ``add(model, j, alpha)`` (returning ``cosine(model, j)``),
+      ``reestimate(model, j, alpha)``, ``delete(model, j)``;
+    - ``refuses(model, before)``: whether the exact objective after an
+      addition is below ``before``; ``reload(model)`` after the addition
+      is undone;
+    - ``after_step(model, it, action, terminate)``: the likelihood's work
+      once the step is taken; whether it moved the model;
+    - ``failed(model)``: whether an operation failed (the compiled engine's
+      factorisations), which ends the loop.
+
+    Parameters
+    ----------
+    model : object
+    max_iter : int
+    tol : float
+        Stop when the best action is a re-estimation changing ``log alpha`` by less than this.
+    alignment_max : float
+        Keep out candidates whose cosine with a basis in the model exceeds
+        this (``ALIGNMENT_MAX`` for the evidence fits); ``inf``: no
+        alignment test.
+    blocker : ndarray of int, shape (M,)
+        Candidate -> the basis that blocks it (``-1``: none; ``M``: a
+        refused addition, until the next deletion); updated in place.
+    counts : ndarray of int, shape (N_COUNTS,)
+        Additions, re-estimations, deletions (by action code), newly
+        blocked candidates, refused additions, and 1 if the loop stalled;
+        updated in place.
+
+    Returns
+    -------
+    n_iter : int
+    converged : bool
+    """
+    M = blocker.size
+    alignment_test = alignment_max < _INF
+    if alignment_test:
+        act = ops.active(model)
+        for i in range(act.size):
+            counts[ALIGNED_COUNT] += block_aligned(ops.cosine(model, act[i]), act[i], blocker,
+                                                   ops.in_model(model), alignment_max)
+    converged = False
+    it = 0
+    for it in range(1, max_iter + 1):
+        ops.begin(model, it)
+        action, j, new, gain, terminate = ops.choose(model, blocker, tol)
+        if ops.refreshed(model):
+            # The statistics had gone stale (Laplace with B frozen) and are
+            # re-found: decide again.
+            action, j, new, gain, terminate = ops.choose(model, blocker, tol)
+        if not terminate and ops.stalled(model):
+            # The steps cycle without raising the objective: stop at the best model seen.
+            counts[CYCLING_COUNT] = 1
+            converged = True
+            break
+        if not terminate:
+            before = ops.known(model)
+            if action == ADD_CODE:
+                cos = ops.add(model, j, new)
+                counts[ADD_CODE] += 1
+                if alignment_test:
+                    counts[ALIGNED_COUNT] += block_aligned(cos, j, blocker, ops.in_model(model),
+                                                           alignment_max)
+            elif action == REESTIMATE_CODE:
+                ops.reestimate(model, j, new)
+                counts[REESTIMATE_CODE] += 1
+            else:
+                ops.delete(model, j)
+                counts[DELETE_CODE] += 1
+                # Candidates blocked by the deleted basis become eligible again,
+                # and so do refused ones: the span of the model has shrunk.
+                if alignment_test:
+                    unblock(model, j, blocker, alignment_max)
+                release_refused(blocker)
+            ops.track(model, gain)
+            if action == ADD_CODE and ops.refuses(model, before):
+                # An addition is chosen for the gain its statistics predict
+                # (Tipping & Faul 2003, eq. 27); where the candidate nearly
+                # lies in the span of the model the exact objective can
+                # disagree. Undo it and keep the candidate out until the
+                # next deletion, which shrinks the span.
+                ops.delete(model, j)
+                if alignment_test:
+                    unblock(model, j, blocker, alignment_max)
+                blocker[j] = M
+                ops.reload(model)
+                counts[REFUSED_COUNT] += 1
+        moved = ops.after_step(model, it, action, terminate)
+        if ops.failed(model):
+            break
+        if terminate and not moved:
+            converged = True
+            break
+    return it, converged
 
 
 _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
            "delete_gain", "member_gains", "prefer", "noise_due", "block_aligned", "release",
            "reblock", "release_refused")
+_LOOP = ("unblock", "climb")  # what calls ``ops``
 
 
-def compiled(jit):
+def compiled(jit, ops=None):
     """Compile the decision functions with ``jit`` (e.g. ``numba.njit(cache=True)``), by name.
 
     Each is compiled from this module's code object, with globals in which
     the shared names are the compiled versions: the compiled backend runs
-    the same source as the Python loop, not a copy.
+    the same source as the Python loop, not a copy. With ``ops`` (a module
+    whose attributes are the compiled operations of :func:`climb` on one
+    backend's state), :func:`unblock` and :func:`climb` are compiled too,
+    calling them; Numba resolves the names when a function is first
+    compiled, so ``ops`` may be filled in after this call.
     """
     g = dict(globals())
+    if ops is not None:
+        g["ops"] = ops
     out = {}
-    for name in _SHARED:
+    for name in _SHARED + (_LOOP if ops is not None else ()):
         f = globals()[name]
         clone = types.FunctionType(f.__code__, g, name, f.__defaults__, f.__closure__)
         clone.__qualname__ = f.__qualname__
@@ -327,11 +478,12 @@ def as_mask(blocked, M):
     return mask
 
 
-def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, it0=0,
-           min_gain=None, stall=None, warn_not_converged=None, progress=None):
+def ascend(model, *, max_iter, tol, alignment_test, alignment_max=ALIGNMENT_MAX, callback=None,
+           report=None, it0=0, min_gain=None, stall=None, warn_not_converged=None,
+           progress=None):
     """One ascent of the fast sequential algorithm over a statistics object.
 
-    The loop owns the decisions; ``model`` (one class per likelihood)
+    :func:`climb` owns the decisions; ``model`` (one class per likelihood)
     provides the statistics and carries out the actions. It has
 
     - ``M`` (number of candidates), ``act_idx`` (candidates in the model,
@@ -366,7 +518,9 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
     tol : float
         Stop when the best action is a re-estimation changing ``log alpha`` by less than this.
     alignment_test : bool
-        Keep out candidates whose cosine with a basis in the model exceeds ``ALIGNMENT_MAX``.
+        Keep out candidates whose cosine with a basis in the model exceeds ``alignment_max``.
+    alignment_max : float
+        The alignment test's threshold: ``ALIGNMENT_MAX`` for the evidence fits.
     callback : callable, optional
         ``callback(iteration, action, index, objective)`` after every step that changed the model.
     report : callable, optional
@@ -395,94 +549,129 @@ def ascend(model, *, max_iter, tol, alignment_test, callback=None, report=None, 
     """
     M = model.M
     blocker = np.full(M, -1)
-    counts = {ADD: 0, REESTIMATE: 0, DELETE: 0, "aligned": 0, "refused": 0}
-    if alignment_test:
-        for j in model.act_idx.tolist():
-            counts["aligned"] += block_aligned(model.cosine(j), j, blocker, model.in_model)
-    seen = {"best": model.logml, "state": model.snapshot() if stall else None, "since": 0,
-            "n": model.n_exact}
+    counts = np.zeros(N_COUNTS, dtype=int)
+    run = _Ascent(model, callback=callback, report=report, progress=progress, it0=it0,
+                 min_gain=min_gain, stall=stall)
+    it, converged = climb(run, max_iter, tol, alignment_max if alignment_test else _INF, blocker,
+                          counts)
+    if not converged and warn_not_converged is not None:
+        warn_not_converged(max_iter)
+    named = {ADD: counts[ADD_CODE], REESTIMATE: counts[REESTIMATE_CODE],
+             DELETE: counts[DELETE_CODE], "aligned": counts[ALIGNED_COUNT],
+             "refused": counts[REFUSED_COUNT]}
+    if counts[CYCLING_COUNT]:
+        named["cycling"] = 1
+    aligned = np.flatnonzero((blocker >= 0) & (blocker < M))
+    return dict(n_iter=it, converged=converged, counts={k: int(v) for k, v in named.items()},
+                blocker=blocker, aligned=aligned, gains=np.asarray(run.gains))
 
-    def note():
+
+class _Ascent:
+    """The operations of :func:`climb` on a statistics object (:func:`ascend`), in Python.
+
+    Besides the statistics, it holds what only the Python loop offers: the
+    ``callback``, ``report`` and ``progress`` calls, ``min_gain``, the
+    hyperprior terms of the objective (``penalty``), re-finding stale
+    statistics (``refresh_before``) and the ``stall`` guard, with the same
+    meaning as in :func:`ascend`. :func:`climb` calls the methods unbound,
+    ``ops.name(model, ...)`` with ``ops = _Ascent``.
+    """
+
+    def __init__(self, model, *, callback=None, report=None, progress=None, it0=0, min_gain=None,
+                 stall=None):
+        self.model, self.callback, self.report, self.progress = model, callback, report, progress
+        self.it0, self.min_gain, self.stall = it0, min_gain, stall
+        self.d = None  # the decision being taken
+        self.pen0 = 0.0  # the hyperprior terms before the step
+        self.gains = []  # the predicted gain of every step taken
+        self.seen = {"best": model.logml, "state": model.snapshot() if stall else None, "since": 0,
+                     "n": model.n_exact}
+
+    def note(self):
         """Stall bookkeeping on every new exact value of the objective."""
-        if stall is None or model.n_exact == seen["n"]:
+        model, seen = self.model, self.seen
+        if self.stall is None or model.n_exact == seen["n"]:
             return
         seen["n"] = model.n_exact
-        if model.logml > seen["best"] + stall[1]:
+        if model.logml > seen["best"] + self.stall[1]:
             seen.update(best=model.logml, state=model.snapshot(), since=0)
         else:
             seen["since"] += 1
 
-    gains = []  # the predicted gain of every step taken
-    converged, it = False, 0
-    for it in range(1, max_iter + 1):
-        if progress is not None:
-            progress(it0 + it, model.act_idx.size, model.logml)
-        d = _decide(model, blocker >= 0, tol, min_gain)
-        if model.refresh_before(d):
-            # The statistics have gone stale (Laplace with B frozen): re-find
-            # them and decide again.
-            model.refresh()
-            note()
-            d = _decide(model, blocker >= 0, tol, min_gain)
-        if stall is not None and not d.terminate and seen["since"] >= stall[0]:
-            # The steps cycle without raising the objective: stop at the best model seen.
-            model.restore(seen["state"])
-            counts["cycling"] = 1
-            converged = True
-            break
-        if not d.terminate:
-            j = d.index
-            gains.append(d.gain)
-            pen0 = model.penalty()
-            before = model.logml + pen0
-            if d.action == ADD:
-                cos = model.add(j, d.new_alpha, d.add_order)
-                counts[ADD] += 1
-                if alignment_test:
-                    counts["aligned"] += block_aligned(cos, j, blocker, model.in_model)
-            elif d.action == REESTIMATE:
-                model.reestimate(j, d.new_alpha)
-                counts[REESTIMATE] += 1
-            else:
-                model.delete(j)
-                counts[DELETE] += 1
-                # Candidates blocked by the deleted basis become eligible again,
-                # and so do refused ones: the span of the model has shrunk.
-                if alignment_test:
-                    _unblock(model, j, blocker)
-                release_refused(blocker)
-            if model.tracks_gain:
-                # The gain is the change in the objective; keep only its evidence part.
-                model.logml += d.gain - (model.penalty() - pen0)
-            if d.action == ADD:
-                exact = model.objective()
-                if exact is not None and exact < before:
-                    # An addition is chosen for the gain its statistics predict
-                    # (Tipping & Faul 2003, eq. 27); where the candidate nearly
-                    # lies in the span of the model the exact objective can
-                    # disagree. Undo it and keep the candidate out until the
-                    # next deletion, which shrinks the span.
-                    model.delete(j)
-                    if alignment_test:
-                        _unblock(model, j, blocker)
-                    blocker[j] = M
-                    model.reload()
-                    counts["refused"] += 1
-        moved = model.after_step(it, d)
-        note()
-        if (not d.terminate or moved) and callback is not None:
-            callback(it, d.action if not d.terminate else "noise", d.index, model.logml)
-        if report is not None:
-            report(it0 + it, model.act_idx.size, model.logml)
-        if d.terminate and not moved:
-            converged = True
-            break
-    else:
-        if warn_not_converged is not None:
-            warn_not_converged(max_iter)
-    aligned = np.flatnonzero((blocker >= 0) & (blocker < M))
-    return dict(n_iter=it, converged=converged, counts=counts, blocker=blocker, aligned=aligned,
-                gains=np.asarray(gains))
+    def active(self):
+        return self.model.act_idx
+
+    def in_model(self):
+        return self.model.in_model
+
+    def cosine(self, j):
+        return self.model.cosine(j)
+
+    def cosines(self, idx):
+        return self.model.cosines(idx)
+
+    def begin(self, it):
+        if self.progress is not None:
+            self.progress(self.it0 + it, self.model.act_idx.size, self.model.logml)
+
+    def choose(self, blocker, tol):
+        d = self.d = _decide(self.model, blocker >= 0, tol, self.min_gain)
+        return ACTIONS.index(d.action), d.index, d.new_alpha, d.gain, d.terminate
+
+    def refreshed(self):
+        if not self.model.refresh_before(self.d):
+            return False
+        self.model.refresh()
+        self.note()
+        return True
+
+    def stalled(self):
+        if self.stall is None or self.seen["since"] < self.stall[0]:
+            return False
+        self.model.restore(self.seen["state"])
+        return True
+
+    def known(self):
+        self.pen0 = self.model.penalty()
+        return self.model.logml + self.pen0
+
+    def track(self, gain):
+        self.gains.append(gain)
+        if self.model.tracks_gain:
+            # The gain is the change in the objective; keep only its evidence part.
+            self.model.logml += gain - (self.model.penalty() - self.pen0)
+
+    def add(self, j, alpha):
+        return self.model.add(j, alpha, self.d.add_order)
+
+    def reestimate(self, j, alpha):
+        self.model.reestimate(j, alpha)
+
+    def delete(self, j):
+        self.model.delete(j)
+
+    def refuses(self, before):
+        exact = self.model.objective()
+        return exact is not None and exact < before
+
+    def reload(self):
+        self.model.reload()
+
+    def after_step(self, it, action, terminate):
+        moved = self.model.after_step(it, self.d)
+        self.note()
+        if (not terminate or moved) and self.callback is not None:
+            action = self.d.action if not terminate else "noise"
+            self.callback(it, action, self.d.index, self.model.logml)
+        if self.report is not None:
+            self.report(self.it0 + it, self.model.act_idx.size, self.model.logml)
+        return moved
+
+    def failed(self):
+        return False
+
+
+ops = _Ascent  # the operations climb calls; compiled() binds a backend's own
 
 
 def _decide(model, blocked, tol, min_gain):
@@ -497,10 +686,3 @@ def decide(act, alpha, gains, tol, min_gain=0.0):
     d = prefer(act, alpha, gain_a, new_a, delete, ad[p] if ad.size else -1,
                gain_ad[p] if ad.size else 0.0, alpha_ad[p] if ad.size else 0.0, tol, min_gain)
     return decision(*d, top_candidates(ad, gain_ad, ADD_ORDER))
-
-
-def _unblock(model, j, blocker):
-    """Release the candidates ``j`` blocked, re-blocking those aligned with another basis."""
-    freed = release(j, blocker)
-    if model.act_idx.size:
-        reblock(freed, model.cosines(freed), model.act_idx, blocker)

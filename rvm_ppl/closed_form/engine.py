@@ -3,10 +3,14 @@
 The Gaussian statistics of :class:`rvm_ppl.closed_form.evidence._Model` (the
 rank-one updates of Tipping & Faul 2003, Appendix A, the drift check, the
 noise update and the Newton polish) on an explicit design matrix, with the
-plain evidence (no hyperpriors). Its decisions are the sequential driver's:
-the gains, the choice with SparseBayes's preferences, the noise schedule and
-the alignment test are the functions of :mod:`rvm_ppl.closed_form.driver`
-compiled from their own code (``driver.compiled``), not copies. What the
+plain evidence (no hyperpriors). Its loop and its decisions are the
+sequential driver's: :func:`rvm_ppl.closed_form.driver.climb` (the choice,
+the step, the alignment test, the refusal of an addition the exact evidence
+does not confirm, the stopping rule) and the functions it calls are compiled
+from the driver's own code (``driver.compiled``), not copied; what the
+engine supplies are the operations ``climb`` asks of the likelihood,
+compiled functions of the engine's state (``_OPS``), where the Python loop
+has the methods of :class:`rvm_ppl.closed_form.evidence._Model`. What the
 engine removes is the interpreter: the Python loop spends most of its time
 per iteration on calls into NumPy for vectors of a few hundred entries,
 which up to N = 1000 is most of a fit (the docs' Benchmarks, "Speed
@@ -33,6 +37,9 @@ the documentation's "Defaults and why" gives the times).
 
 from __future__ import annotations
 
+import types
+from collections import namedtuple
+
 import numpy as np
 from numba import njit
 
@@ -54,8 +61,11 @@ _POLISH_AFTER = _ev.POLISH_AFTER
 _POLISH_STEPS = _ev.POLISH_STEPS
 _POLISH_MAX_STEP = _ev.POLISH_MAX_STEP
 _POLISH_GAIN = _ev.POLISH_GAIN
-# The decisions, compiled from the sequential driver's source (rvm_ppl.closed_form.driver).
-_decisions = _driver.compiled(njit(cache=True, error_model="numpy"))
+_ALIGNMENT_MAX = _ev.ALIGNMENT_MAX
+# The decisions and the loop, compiled from the sequential driver's source
+# (rvm_ppl.closed_form.driver); the loop calls the operations of _OPS, filled in below.
+_OPS = types.ModuleType("rvm_ppl.closed_form.engine.ops")
+_decisions = _driver.compiled(njit(cache=True, error_model="numpy"), ops=_OPS)
 _relevant = _decisions["relevant"]
 _add_gain = _decisions["add_gain"]
 _add_alpha = _decisions["add_alpha"]
@@ -65,10 +75,7 @@ _reestimate_gain = _decisions["reestimate_gain"]
 _delete_gain = _decisions["delete_gain"]
 _prefer = _decisions["prefer"]
 _noise_due = _decisions["noise_due"]
-_block_aligned = _decisions["block_aligned"]
-_release = _decisions["release"]
-_reblock = _decisions["reblock"]
-_release_refused = _decisions["release_refused"]
+_climb = _decisions["climb"]
 _LAPACK_MIN_N = 32  # model size from which factors and products come from LAPACK and BLAS
 _TINY = np.finfo(float).tiny
 _LOG_2PI = np.log(2 * np.pi)
@@ -267,7 +274,7 @@ def _pin(act, k, alpha, Sigma, mu, S, Q):
 
 
 @njit(cache=True, error_model="numpy")
-def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
+def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints):
     """The driver's decision (:func:`rvm_ppl.closed_form.driver.decide`) in one pass over candidates.
 
     The formulas and the preferences are the driver's functions, compiled;
@@ -275,10 +282,13 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
     of every candidate's gain, and the gains of the model one basis at a time
     (the driver's element-wise formulas on scalars; ``driver.member_gains``
     applies them to arrays). ``top`` receives the best addable candidates,
-    best first (ties: lower index) for the drift check. Returns ``(action,
-    index, new alpha, gain, terminate, n_top)``.
+    best first (ties: lower index) for the drift check, and their number
+    goes to ``ints``. Returns ``(action, index, new alpha, gain,
+    terminate)`` (:func:`rvm_ppl.closed_form.driver.prefer`).
     """
     M = S.shape[0]
+    k = ints[_K]
+    act, alpha = act[:k], alpha[:k]
     n_top = 0
     top_gain = np.empty(top.size)
     best_add, best_gain, best_alpha = -1, 0.0, 0.0
@@ -299,7 +309,6 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
             top[pos] = m
             top_gain[pos] = g
             n_top = min(n_top + 1, top.size)
-    k = act.size
     gain_a, new_a, delete = np.empty(k), np.empty(k), np.zeros(k, dtype=np.bool_)
     for i in range(k):  # driver.member_gains, one basis at a time
         Sa, Qa, a = S[act[i]], Q[act[i]], alpha[i]
@@ -312,9 +321,8 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top):
             new_a[i] = np.inf
             gain_a[i] = _delete_gain(sa, qa, a)
             delete[i] = True
-    action, best, new, gain, terminate = _prefer(act, alpha, gain_a, new_a, delete, best_add, best_gain,
-                                                 best_alpha, tol, 0.0)
-    return action, best, new, gain, terminate, n_top
+    ints[_N_TOP] = n_top
+    return _prefer(act, alpha, gain_a, new_a, delete, best_add, best_gain, best_alpha, tol, 0.0)
 
 
 @njit(cache=True, error_model="numpy")
@@ -325,18 +333,6 @@ def _column(slot, Gc, n_cols, Phi, scale, j):
         slot[j] = n_cols[0]
         n_cols[0] += 1
     return slot[j]
-
-
-@njit(cache=True, error_model="numpy")
-def _unblock(GT, act, k, j, blocker):
-    """Release the candidates ``j`` blocked, re-blocking those aligned with another basis."""
-    freed = _release(j, blocker)
-    if k:
-        cos = np.empty((freed.size, k))
-        for r in range(freed.size):
-            for i in range(k):
-                cos[r, i] = GT[i, freed[r]]
-        _reblock(freed, cos, act[:k], blocker)
 
 
 @njit(cache=True, error_model="numpy")
@@ -581,179 +577,321 @@ def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, S
     return ok, True, beta, current
 
 
+# -- the operations of the driver's loop (rvm_ppl.closed_form.driver.climb) on the state -------
+
+# The state of one ascent. ``ints`` and ``floats`` hold its scalars (entries below),
+# ``counts`` what only the engine counts (noise updates, refreshes, polishes).
+_State = namedtuple("_State", "Phi scale t proj GT Gc slot n_cols act alpha Sigma Sig2 mu "
+                              "mu2 in_model S Q top idx trace counts ints floats")
+_K, _NOISE_FROM, _STREAK, _N_TRACE, _N_TOP, _STATUS, _FIXED_BETA = range(7)
+_BETA, _LOGML, _BETA_MAX = range(3)
+_NOISE, _REFRESH, _POLISH = range(3)
+# Each operation is one call whose arguments are the arrays of the state it
+# needs: were ``st`` live across a call, Numba would count a reference to
+# every array in it, and the operations are inlined into the loop so that the
+# state is not passed from call to call (both cost more than the step of a
+# small model).
+_op = njit(cache=True, error_model="numpy", forceinline=True)
+
+
+@_op
+def _active(st):
+    return st.act[:st.ints[_K]]
+
+
+@_op
+def _in_model(st):
+    return st.in_model
+
+
+@_op
+def _cosine(st, j):
+    return st.Gc[st.slot[j]]
+
+
+@_op
+def _cosines(st, idx):
+    return _cosines_of(idx, st.GT, st.ints[_K])
+
+
+@_op
+def _begin(st, it):
+    pass
+
+
+@_op
+def _choose_step(st, blocker, tol):
+    return _choose(st.S, st.Q, st.act, st.alpha, st.in_model, blocker, tol, st.top, st.ints)
+
+
+@_op
+def _no(st):
+    return False
+
+
+@_op
+def _known(st):
+    return st.floats[_LOGML]
+
+
+@_op
+def _track(st, gain):
+    st.floats[_LOGML] += gain  # rank-one updates: the evidence moves by the predicted gain
+
+
+@_op
+def _add_step(st, j, new):
+    return _enter(j, new, st.Phi, st.scale, st.slot, st.n_cols, st.Gc, st.GT, st.act, st.alpha,
+                  st.Sigma, st.mu, st.S, st.Q, st.in_model, st.ints, st.floats)
+
+
+@_op
+def _reestimate_step(st, j, new):
+    _leave(j, new, False, st.GT, st.act, st.alpha, st.Sigma, st.mu, st.S, st.Q, st.in_model,
+           st.ints, st.floats)
+
+
+@_op
+def _delete_step(st, j):
+    _leave(j, 0.0, True, st.GT, st.act, st.alpha, st.Sigma, st.mu, st.S, st.Q, st.in_model,
+           st.ints, st.floats)
+
+
+@_op
+def _refuses(st, before):
+    return _below(before, st.Phi, st.scale, st.t, st.proj, st.GT, st.act, st.alpha, st.Sig2,
+                  st.mu2, st.S, st.Q, st.ints, st.floats)
+
+
+@_op
+def _reload(st):
+    _exact(st.Phi, st.scale, st.t, st.proj, st.GT, st.act, st.alpha, st.Sigma, st.mu, st.S, st.Q,
+           st.ints, st.floats)
+
+
+@_op
+def _after_step(st, it, action, terminate):
+    return _after(it, action, terminate, st.Phi, st.scale, st.t, st.proj, st.GT, st.act, st.alpha,
+                  st.Sigma, st.mu, st.Sig2, st.mu2, st.S, st.Q, st.top, st.idx, st.trace,
+                  st.counts, st.ints, st.floats)
+
+
+@_op
+def _failed(st):
+    return st.ints[_STATUS] != OK
+
+
+# -- what the operations do, on the state's arrays ---------------------------------------
+
+
+@_op
+def _cosines_of(idx, GT, k):
+    """Cosines of candidates ``idx`` with the ``k`` bases of the model, ``(len(idx), k)``."""
+    cos = np.empty((idx.size, k))
+    for r in range(idx.size):
+        for i in range(k):
+            cos[r, i] = GT[i, idx[r]]
+    return cos
+
+
+@_op
+def _enter(j, new, Phi, scale, slot, n_cols, Gc, GT, act, alpha, Sigma, mu, S, Q, in_model, ints,
+           floats):
+    """Add basis ``j`` at precision ``new``; its cosines with every candidate."""
+    k = ints[_K]
+    r = _column(slot, Gc, n_cols, Phi, scale, j)
+    _add(Gc[r], j, new, act, k, alpha, Sigma, mu, GT, S, Q, floats[_BETA])
+    in_model[j] = True
+    ints[_K] = k + 1
+    _pin(act, k + 1, alpha, Sigma, mu, S, Q)
+    return Gc[r]
+
+
+@_op
+def _leave(j, new, delete, GT, act, alpha, Sigma, mu, S, Q, in_model, ints, floats):
+    """Re-estimate basis ``j``'s precision as ``new``, or delete it."""
+    k = _change(j, new, delete, act, ints[_K], alpha, Sigma, mu, GT, S, Q, floats[_BETA])
+    ints[_K] = k
+    if delete:
+        in_model[j] = False
+    _pin(act, k, alpha, Sigma, mu, S, Q)
+
+
+@_op
+def _below(before, Phi, scale, t, proj, GT, act, alpha, Sig2, mu2, S, Q, ints, floats):
+    """Whether the exact evidence after an addition is below ``before`` (``_Model.objective``)."""
+    ok, _, exact = _statistics(Phi, scale, t, proj, GT, act, ints[_K], alpha, floats[_BETA], Sig2,
+                               mu2, S, Q, False)
+    if not ok:
+        ints[_STATUS] = FAILED
+        return False
+    return exact < before
+
+
+@_op
+def _exact(Phi, scale, t, proj, GT, act, alpha, Sigma, mu, S, Q, ints, floats):
+    """Exact ``Sigma, mu, S, Q`` and log evidence at the current model (``_Model.reload``)."""
+    k = ints[_K]
+    ok, _, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, floats[_BETA], Sigma, mu, S,
+                               Q, True)
+    if not ok:
+        ints[_STATUS] = FAILED
+        return
+    _pin(act, k, alpha, Sigma, mu, S, Q)
+    floats[_LOGML] = logml
+
+
+@_op
+def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu, Sig2, mu2, S, Q,
+           top, idx, trace, counts, ints, floats):
+    """Run the noise schedule, the drift check and the polish (``_Model.after_step``).
+
+    Returns whether the noise moved.
+    """
+    if ints[_STATUS] != OK:
+        return False
+    k, beta, beta_max = ints[_K], floats[_BETA], floats[_BETA_MAX]
+    fixed_beta = ints[_FIXED_BETA] != 0
+    update_noise = False
+    if not fixed_beta:
+        update_noise, ints[_NOISE_FROM] = _noise_due(it, ints[_NOISE_FROM], terminate,
+                                                     _NOISE_WARMUP_MAX)
+    ok = True
+    noise_moved = False
+    if update_noise:
+        ok, noise_moved, beta, logml = _noise(Phi, scale, t, proj, GT, act, k, alpha, beta,
+                                              beta_max, Sigma, mu, Sig2, mu2, S, Q)
+        floats[_BETA], floats[_LOGML] = beta, logml
+        counts[_NOISE] += noise_moved
+    elif not terminate and k:
+        # Keep the rank-one updates honest: exact S, Q on the model, the
+        # best candidates to add and a random sample.
+        n_idx = 0
+        for i in range(k):
+            idx[n_idx] = act[i]
+            n_idx += 1
+        for i in range(ints[_N_TOP]):
+            idx[n_idx] = top[i]
+            n_idx += 1
+        for _ in range(_DRIFT_SAMPLE):
+            idx[n_idx] = np.random.randint(0, S.size)
+            n_idx += 1
+        d = _drift(GT, act, k, alpha, beta, proj, S, Q, idx[:n_idx])
+        ok = d >= 0
+        if ok and d > _DRIFT_TOL:
+            _exact(Phi, scale, t, proj, GT, act, alpha, Sigma, mu, S, Q, ints, floats)
+            ok = ints[_STATUS] == OK
+            counts[_REFRESH] += 1
+    if ok and not terminate:
+        ints[_STREAK] = ints[_STREAK] + 1 if action == REESTIMATE else 0
+    if ok and ints[_STREAK] >= _POLISH_AFTER:
+        ints[_STREAK] = 0
+        free_beta = not fixed_beta and ints[_NOISE_FROM] >= 0
+        ok, moved, beta, logml = _polish(Phi, scale, t, proj, GT, act, k, alpha, floats[_BETA],
+                                         beta_max, free_beta, Sigma, mu, Sig2, mu2, S, Q)
+        floats[_BETA], floats[_LOGML] = beta, logml
+        counts[_POLISH] += moved
+    if not ok:
+        ints[_STATUS] = FAILED
+        return False
+    if not terminate or noise_moved:
+        trace[ints[_N_TRACE]] = floats[_LOGML]
+        ints[_N_TRACE] += 1
+    return noise_moved
+
+
+# The namespace the driver's loop calls as ``ops`` (rvm_ppl.closed_form.driver.climb).
+_OPS.__dict__.update(
+    active=_active, in_model=_in_model, cosine=_cosine, cosines=_cosines, begin=_begin,
+    choose=_choose_step, refreshed=_no, stalled=_no, known=_known, track=_track, add=_add_step,
+    reestimate=_reestimate_step, delete=_delete_step, refuses=_refuses, reload=_reload,
+    after_step=_after_step, failed=_failed,
+)
+
+
 @njit(cache=True, error_model="numpy")
 def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignment_test, tol,
            max_iter, start, warm_act, warm_alpha):
     """One ascent of the fast sequential algorithm on the unit-norm columns ``Phi / scale``.
 
-    ``Phi`` is in C order; ``proj = Phi^T t / scale``.
+    ``Phi`` is in C order; ``proj = Phi^T t / scale``. The loop is the
+    driver's (:func:`rvm_ppl.closed_form.driver.climb`), compiled.
 
     Starts from basis ``start`` (closed-form ``alpha``) or, when
     ``warm_act`` is not empty, from those basis functions with precisions
     ``warm_alpha``. Returns ``(status, act, alpha, Sigma, mu, S, Q, beta,
-    log evidence, trace, n_iter, converged, blocker, counts)``.
+    log evidence, trace, n_iter, converged, blocker, counts)``, ``counts``
+    in the order of ``COUNT_KEYS``.
     """
     N, M = Phi.shape
     cap = M
-    act = np.empty(cap, dtype=np.int64)
-    alpha = np.empty(cap)
-    Sigma = np.empty((cap, cap))
-    Sig2 = np.empty((cap, cap))
-    mu = np.empty(cap)
-    mu2 = np.empty(cap)
-    GT = np.empty((cap, M))  # row i: Phi^T phi_a for the i-th basis function a in the model
-    Gc = np.empty((cap, M))  # row r: Phi^T phi_j for the j with slot[j] = r
-    slot = np.full(M, -1, dtype=np.int64)
-    n_cols = np.zeros(1, dtype=np.int64)
-    in_model = np.zeros(M, dtype=np.bool_)
+    st = _State(
+        Phi, scale, t, proj,
+        np.empty((cap, M)),  # GT, row i: Phi^T phi_a for the i-th basis function a in the model
+        np.empty((cap, M)),  # Gc, row r: Phi^T phi_j for the j with slot[j] = r
+        np.full(M, -1, dtype=np.int64),  # slot
+        np.zeros(1, dtype=np.int64),  # n_cols
+        np.empty(cap, dtype=np.int64), np.empty(cap),  # act, alpha
+        np.empty((cap, cap)), np.empty((cap, cap)),  # Sigma, Sig2
+        np.empty(cap), np.empty(cap),  # mu, mu2
+        np.zeros(M, dtype=np.bool_), np.empty(M), np.empty(M),  # in_model, S, Q
+        np.empty(_DRIFT_SAMPLE, dtype=np.int64),  # top
+        np.empty(cap + 2 * _DRIFT_SAMPLE, dtype=np.int64),  # idx
+        np.empty(max_iter + 2),  # trace
+        np.zeros(3, dtype=np.int64),  # counts
+        np.zeros(7, dtype=np.int64),  # ints
+        np.array([beta, 0.0, beta_max]),  # floats
+    )
+    st.ints[_FIXED_BETA] = fixed_beta
+    st.ints[_NOISE_FROM] = 0 if not noise_warmup else -1
     blocker = np.full(M, -1, dtype=np.int64)
-    S = np.empty(M)
-    Q = np.empty(M)
     counts = np.zeros(8, dtype=np.int64)
-    trace = np.empty(max_iter + 2)
-    top = np.empty(_DRIFT_SAMPLE, dtype=np.int64)
-    idx = np.empty(cap + 2 * _DRIFT_SAMPLE, dtype=np.int64)
     np.random.seed(0)  # drift-check sample
-    failed = (FAILED, act[:0].copy(), alpha[:0].copy(), Sigma[:0, :0].copy(), mu[:0].copy(), S, Q,
-              beta, 0.0, trace[:0].copy(), 0, False, blocker, counts)
+    failed = (FAILED, st.act[:0].copy(), st.alpha[:0].copy(), st.Sigma[:0, :0].copy(),
+              st.mu[:0].copy(), st.S, st.Q, beta, 0.0, st.trace[:0].copy(), 0, False, blocker,
+              counts)
 
-    k = 0
     if warm_act.size:
         for i in range(warm_act.size):
             j = warm_act[i]
-            r = _column(slot, Gc, n_cols, Phi, scale, j)
-            GT[i] = Gc[r]
-            act[i] = j
-            alpha[i] = warm_alpha[i]
-            in_model[j] = True
-        k = warm_act.size
+            r = _column(st.slot, st.Gc, st.n_cols, Phi, scale, j)
+            st.GT[i] = st.Gc[r]
+            st.act[i] = j
+            st.alpha[i] = warm_alpha[i]
+            st.in_model[j] = True
+        st.ints[_K] = warm_act.size
     else:
         # Closed-form alpha of a single basis: p^2 / (q^2 - p).
         p, q = beta, beta * proj[start]
-        alpha0 = p * p / (q * q - p) if q * q > p else _INIT_ALPHA_MAX
-        r = _column(slot, Gc, n_cols, Phi, scale, start)
-        GT[0] = Gc[r]
-        act[0] = start
-        alpha[0] = alpha0
-        in_model[start] = True
-        k = 1
-    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, True)
-    if not ok:
+        r = _column(st.slot, st.Gc, st.n_cols, Phi, scale, start)
+        st.GT[0] = st.Gc[r]
+        st.act[0] = start
+        st.alpha[0] = p * p / (q * q - p) if q * q > p else _INIT_ALPHA_MAX
+        st.in_model[start] = True
+        st.ints[_K] = 1
+    _reload(st)
+    if st.ints[_STATUS] != OK:
         return failed
-    _pin(act, k, alpha, Sigma, mu, S, Q)
+    st.trace[0] = st.floats[_LOGML]
+    st.ints[_N_TRACE] = 1
 
-    n_trace = 1
-    trace[0] = logml
-    if alignment_test:
-        for i in range(k):
-            counts[4] += _block_aligned(GT[i], act[i], blocker, in_model)
-    converged = False
-    noise_from = 0 if not noise_warmup else -1
-    streak = 0  # re-estimations in a row
-    it = 0
-    for it in range(1, max_iter + 1):
-        action, best, new, gain, terminate, n_top = _choose(S, Q, act[:k], alpha[:k], in_model, blocker, tol,
-                                                             top)
-        update_noise = False
-        if not fixed_beta:
-            update_noise, noise_from = _noise_due(it, noise_from, terminate, _NOISE_WARMUP_MAX)
-
-        if not terminate:
-            before = logml
-            if action == ADD:
-                r = _column(slot, Gc, n_cols, Phi, scale, best)
-                _add(Gc[r], best, new, act, k, alpha, Sigma, mu, GT, S, Q, beta)
-                in_model[best] = True
-                k += 1
-                counts[0] += 1
-                if alignment_test:
-                    counts[4] += _block_aligned(Gc[r], best, blocker, in_model)
-            else:
-                k = _change(best, new, action == DELETE, act, k, alpha, Sigma, mu, GT, S, Q, beta)
-                if action == REESTIMATE:
-                    counts[1] += 1
-                else:
-                    in_model[best] = False
-                    counts[2] += 1
-                    if alignment_test:
-                        _unblock(GT, act, k, best, blocker)
-                    _release_refused(blocker)  # refused candidates: the span has shrunk
-            _pin(act, k, alpha, Sigma, mu, S, Q)
-            logml += gain
-            if action == ADD:
-                # An addition the exact evidence does not confirm is undone,
-                # the candidate refused until a deletion (rvm_ppl.closed_form.evidence._refuse).
-                ok, _, exact = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sig2, mu2,
-                                           S, Q, False)
-                if not ok:
-                    return failed
-                if exact < before:
-                    k = _change(best, 0.0, True, act, k, alpha, Sigma, mu, GT, S, Q, beta)
-                    in_model[best] = False
-                    if alignment_test:
-                        _unblock(GT, act, k, best, blocker)
-                    blocker[best] = M
-                    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu,
-                                                S, Q, True)
-                    if not ok:
-                        return failed
-                    _pin(act, k, alpha, Sigma, mu, S, Q)
-                    counts[7] += 1
-
-        noise_moved = False
-        if update_noise:
-            ok, noise_moved, beta, logml = _noise(Phi, scale, t, proj, GT, act, k, alpha, beta,
-                                                  beta_max, Sigma, mu, Sig2, mu2, S, Q)
-            if not ok:
-                return failed
-            counts[3] += noise_moved
-        elif not terminate and k:
-            # Keep the rank-one updates honest: exact S, Q on the model, the
-            # best candidates to add and a random sample.
-            n_idx = 0
-            for i in range(k):
-                idx[n_idx] = act[i]
-                n_idx += 1
-            for i in range(n_top):
-                idx[n_idx] = top[i]
-                n_idx += 1
-            for _ in range(_DRIFT_SAMPLE):
-                idx[n_idx] = np.random.randint(0, M)
-                n_idx += 1
-            d = _drift(GT, act, k, alpha, beta, proj, S, Q, idx[:n_idx])
-            if d < 0:
-                return failed
-            if d > _DRIFT_TOL:
-                ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
-                                            True)
-                if not ok:
-                    return failed
-                _pin(act, k, alpha, Sigma, mu, S, Q)
-                counts[5] += 1
-        if not terminate:
-            streak = streak + 1 if action == REESTIMATE else 0
-        if streak >= _POLISH_AFTER:
-            streak = 0
-            free_beta = not fixed_beta and noise_from >= 0
-            ok, moved, beta, logml = _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max,
-                                             free_beta, Sigma, mu, Sig2, mu2, S, Q)
-            if not ok:
-                return failed
-            counts[6] += moved
-
-        if not terminate or noise_moved:
-            trace[n_trace] = logml
-            n_trace += 1
-        if terminate and not noise_moved:
-            converged = True
-            break
-
-    ok, ED, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q, True)
-    if not ok:
+    loop = np.zeros(_driver.N_COUNTS, dtype=np.int64)
+    limit = _ALIGNMENT_MAX if alignment_test else np.inf  # np.inf: no alignment test
+    it, converged = _climb(st, max_iter, tol, limit, blocker, loop)
+    if st.ints[_STATUS] != OK:
         return failed
-    _pin(act, k, alpha, Sigma, mu, S, Q)
-    return (OK, act[:k].copy(), alpha[:k].copy(), Sigma[:k, :k].copy(), mu[:k].copy(), S, Q, beta,
-            logml, trace[:n_trace].copy(), it, converged, blocker, counts)
+    _reload(st)
+    if st.ints[_STATUS] != OK:
+        return failed
+    # In the order of COUNT_KEYS.
+    counts[0], counts[1], counts[2] = loop[ADD], loop[REESTIMATE], loop[DELETE]
+    counts[3], counts[4] = st.counts[_NOISE], loop[_driver.ALIGNED_COUNT]
+    counts[5], counts[6] = st.counts[_REFRESH], st.counts[_POLISH]
+    counts[7] = loop[_driver.REFUSED_COUNT]
+    k = st.ints[_K]
+    return (OK, st.act[:k].copy(), st.alpha[:k].copy(), st.Sigma[:k, :k].copy(), st.mu[:k].copy(),
+            st.S, st.Q, st.floats[_BETA], st.floats[_LOGML], st.trace[:st.ints[_N_TRACE]].copy(),
+            it, converged, blocker, counts)
 
 
 def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, alignment_test,

@@ -104,9 +104,11 @@ rest: a few nats of about 1 300 on noisy sinc (N = 100), with predictions
 within 0.01 RMS (noise sd 0.1) of the full fit's
 (``tests/test_variational_fast.py`` checks both bounds).
 
-Candidates whose cosine with a basis function in the model exceeds
-``alignment_max`` are skipped (not taking a step that would raise the bound
-keeps it monotone).
+The loop is the sequential driver's (:func:`rvm_ppl.closed_form.driver.ascend`,
+the one that also runs the evidence method), over the statistics class
+:class:`_Sequential`. Its alignment test keeps out candidates whose cosine
+with a basis function in the model exceeds ``alignment_max`` (not taking a
+step that would raise the bound keeps it monotone).
 
 The pruned weights are independent with zero mean, so each one spends
 ``gamma_m = S_m / (<alpha_m> + S_m)`` "effective parameters" that fit
@@ -169,6 +171,7 @@ from scipy.special import digamma, gammaln
 from sklearn.exceptions import ConvergenceWarning
 
 from rvm_ppl.closed_form.constants import ALIGNMENT_MAX, PREFETCH, initial_noise_precision
+from rvm_ppl.closed_form.driver import ascend
 from rvm_ppl.core.linalg import (
     cho_covariance,
     cho_logdet,
@@ -726,13 +729,14 @@ class _FastVB:
         return shape, shape / self.x
 
     # -- candidate actions ------------------------------------------------------
-    def gains(self):
+    def gains(self, blocked=None):
         """Bound gains of re-estimating each active ``Q(alpha_m)`` and of adding each candidate.
 
         Returns ``(gain, new_x)`` of shape (M,); ``gain`` is ``-inf`` for
         candidates that fail ``q_m^2 > s_m`` (Shutin et al. 2011; Faul &
-        Tipping 2002, eq. 17: the fixed point is finite when ``a = b = 0``) or
-        lie in the span of the model (``s_m <= ALIGNED * S_m``).
+        Tipping 2002, eq. 17: the fixed point is finite when ``a = b = 0``),
+        lie in the span of the model (``s_m <= ALIGNED * S_m``) or are
+        ``blocked`` (a boolean mask: the driver's alignment test).
         """
         a, b = self.a, self.b
         gain = np.full(self.M, -np.inf)
@@ -745,14 +749,10 @@ class _FastVB:
             xa = _argmax_f_in(s, q2a, a, b)
             gain[act] = _f_in(xa, s, q2a, a, b) - _f_in(self.x[act], s, q2a, a, b)
             new_x[act] = xa
-        cand = np.flatnonzero(self.out & (q2 > self.s) & (self.s > ALIGNED * self.S))
-        if cand.size and self.active and self.alignment_max < 1:
-            # Tipping & Faul (2003) / SparseBayes: skip near-duplicates of a basis in the model
-            norms = np.sqrt(self.norms2)
-            G = self._cross_active()[cand]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                cos = np.max(G / np.outer(norms[cand], norms[self.active]), axis=1)
-            cand = cand[~(cos > self.alignment_max)]
+        ok = self.out & (q2 > self.s) & (self.s > ALIGNED * self.S)
+        if blocked is not None:
+            ok &= ~blocked
+        cand = np.flatnonzero(ok)
         if cand.size:
             s, q2c = self.s[cand], q2[cand]
             xc = _argmax_f_in(s, q2c, a, b)
@@ -763,6 +763,18 @@ class _FastVB:
     def _cross_active(self):
         """``Phi^T Phi[:, active]`` (unweighted), columns in ``active`` order."""
         return self.GA
+
+    def cosine(self, j):
+        """Cosines of every basis function with ``j``, in the model (for the alignment test)."""
+        norms = np.sqrt(self.norms2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._cross_active()[:, self.active.index(j)] / (norms * norms[j])
+
+    def cosines(self, idx):
+        """Cosines of candidates ``idx`` with the basis functions in the model, (idx.size, k)."""
+        norms = np.sqrt(self.norms2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return self._cross_active()[idx] / np.outer(norms[idx], norms[self.active])
 
     def ensure_cross(self, j, candidates=()):
         """Make ``Phi^T phi_j`` available, prefetching likely next candidates."""
@@ -906,7 +918,7 @@ def fit_vb_regression(
         noise_on = True
         return st.bound - before
 
-    return _add_one_at_a_time(st, max_iter, tol, update_noise, progressbar)
+    return _ascend(st, max_iter, tol, update_noise, progressbar)
 
 
 # -- classification ---------------------------------------------------------------
@@ -1214,51 +1226,133 @@ def fit_vb_classification(
         st.update_xi()
         return st.bound - before
 
-    return _add_one_at_a_time(st, max_iter, tol, update_xi, progressbar)
+    return _ascend(st, max_iter, tol, update_xi, progressbar)
 
 
-# -- the shared loop ----------------------------------------------------------------
+# -- the sequential fit on the driver ------------------------------------------------
 
 
-def _add_one_at_a_time(st, max_iter, tol, update_hyper, progressbar=False):
-    """Run the sequential fit of regression and classification alike.
+class _Sequential:
+    """The sequential fit's statistics for the driver (:func:`rvm_ppl.closed_form.driver.ascend`).
 
-    Each iteration takes the action (add one basis function or re-estimate
-    one ``Q(alpha_m)``) with the largest gain in the bound, then
-    ``update_hyper(acted)`` updates ``Q(beta)`` or ``xi`` and returns its own
-    gain; the fit stops when neither raises the bound by more than
-    ``tol * max(1, |L|)``. ``progressbar`` shows a live line once the fit
-    has run two seconds (:class:`rvm_ppl.core.progress.FitProgress`).
+    The driver takes, in each iteration, the action with the largest gain in
+    the bound (add one basis function or re-estimate one ``Q(alpha_m)``:
+    :meth:`_FastVB.gains`, module Notes) and keeps candidates aligned with a
+    basis function in the model out (``alignment_max``); ``after_step``
+    then updates ``Q(beta)`` or ``xi`` through ``update_hyper(acted)``, which
+    returns its own gain. The fit stops when neither raises the bound by more
+    than ``tol * max(1, |L|)``. The bound is recomputed exactly after every
+    step (it is not tracked by predicted gains), and no addition is checked
+    or undone: each step maximises the bound over the factors it changes, so
+    the bound never decreases, and a basis function once added stays in.
     """
-    trace = []
-    converged = False
+
+    tracks_gain = False
+    n_exact = 0
+
+    def __init__(self, st, tol, update_hyper):
+        self.st, self.tol, self.update_hyper = st, tol, update_hyper
+        self.M = st.M
+        self.trace = []
+        self.gain = None  # the gains of the last decision, every basis function
+        self.gtol = 0.0  # the least gain of an action in this iteration
+
+    @property
+    def act_idx(self):
+        return np.asarray(self.st.active, dtype=int)
+
+    @property
+    def alpha(self):
+        return self.st.x[self.act_idx]
+
+    @property
+    def in_model(self):
+        return ~self.st.out
+
+    @property
+    def logml(self):
+        return self.st.bound
+
+    def gains(self, blocked):
+        """Return the driver's tuple of gains (as ``driver.scalar_gains``) from the bound.
+
+        An addition must gain more than ``tol * max(1, |L|)``; a
+        re-estimation gaining no more stops the fit (:meth:`min_gain`).
+        """
+        st = self.st
+        self.gtol = self.tol * max(1.0, abs(st.bound))
+        gain, new_x = st.gains(blocked)
+        self.gain = gain
+        act = self.act_idx
+        ad = np.flatnonzero(st.out & (gain > self.gtol))
+        return ad, gain[ad], new_x[ad], gain[act], new_x[act], np.zeros(act.size, dtype=bool)
+
+    def min_gain(self):
+        """Return the least gain of a re-estimation: ``gain < min_gain`` is ``gain <= gtol``."""
+        return np.nextafter(self.gtol, np.inf)
+
+    def cosine(self, j):
+        return self.st.cosine(j)
+
+    def cosines(self, idx):
+        return self.st.cosines(idx)
+
+    def add(self, j, alpha, add_order=()):
+        gain = self.gain
+        order = np.argsort(-gain)  # prefetch the likely next additions
+        self.st.add(j, alpha, candidates=order[np.isfinite(gain[order])][1:])
+        return self.cosine(j)
+
+    def reestimate(self, j, alpha):
+        self.st.reestimate(j, alpha)
+
+    def delete(self, j):  # pragma: no cover - the fit only adds (module Notes)
+        raise AssertionError("The sequential variational fit never deletes a basis function.")
+
+    def penalty(self):
+        return 0.0
+
+    def objective(self):
+        return None  # every step maximises the bound: nothing to check
+
+    def refresh_before(self, d):
+        return False
+
+    def snapshot(self):
+        return None
+
+    def after_step(self, it, d):
+        """Update ``Q(beta)`` or ``xi``; whether that raised the bound by more than ``gtol``."""
+        hyper_gain = self.update_hyper(not d.terminate)
+        self.trace.append(self.st.bound)
+        return hyper_gain > self.gtol
+
+
+def _ascend(st, max_iter, tol, update_hyper, progressbar=False):
+    """Run the sequential fit of regression and classification alike (:class:`_Sequential`).
+
+    ``progressbar`` shows a live line once the fit has run two seconds
+    (:class:`rvm_ppl.core.progress.FitProgress`).
+    """
+    model = _Sequential(st, tol, update_hyper)
     line = FitProgress("vb", "bound", show=progressbar)
-    for it in range(max_iter):
-        line.update(it, int(np.sum(~st.out)), st.bound)
-        gtol = tol * max(1.0, abs(st.bound))
-        gain, new_x = st.gains()
-        j = int(np.argmax(gain))
-        acted = bool(gain[j] > gtol)
-        if acted:
-            if st.out[j]:
-                order = np.argsort(-gain)
-                st.add(j, new_x[j], candidates=order[np.isfinite(gain[order])][1:])
-            else:
-                st.reestimate(j, new_x[j])
-        hyper_gain = update_hyper(acted)
-        trace.append(st.bound)
-        if not acted and hyper_gain <= gtol:
-            converged = True
-            break
-    line.finish(len(trace), int(np.sum(~st.out)), st.bound, converged)
-    if not converged:
-        warnings.warn(
-            f"The variational RVM did not converge in {max_iter} iterations; "
-            "increase max_iter or tol.",
-            ConvergenceWarning,
-            stacklevel=3,
-        )
-    return st.result(trace, len(trace), converged)
+    run = ascend(
+        model, max_iter=max_iter, tol=0.0, alignment_test=st.alignment_max < 1,
+        alignment_max=st.alignment_max, min_gain=_Sequential.min_gain,
+        progress=lambda it, n_active, bound: line.update(it - 1, n_active, bound),
+        warn_not_converged=_warn_not_converged)
+    converged = run["converged"]
+    line.finish(len(model.trace), int(np.sum(~st.out)), st.bound, converged)
+    return st.result(model.trace, len(model.trace), converged)
+
+
+def _warn_not_converged(max_iter):
+    warnings.warn(
+        f"The variational RVM did not converge in {max_iter} iterations; "
+        "increase max_iter or tol.",
+        ConvergenceWarning,
+        stacklevel=5,
+    )
 
 
 def _coordinate_ascent(sweep, state, M, max_iter, tol, prune_alpha):
