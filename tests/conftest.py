@@ -32,3 +32,20 @@ def sinc_data():
     X, y = make_sinc(60, random_state=3)
     Phi = design_matrix(X, X, RBF(gamma=1 / 9))
     return X, y, Phi
+
+
+# The longest modules first. With --dist loadfile each worker takes one module at a time,
+# in collection order; a long module collected last runs alone on one worker while the
+# other idles. Longest first, the two workers finish close together.
+LONGEST_FIRST = (
+    "test_notebooks.py", "test_determinism.py", "test_sampling.py", "test_joints.py",
+    "test_methods.py", "test_rvc.py", "test_demo.py", "test_calibration.py",
+    "test_rvc_multinomial.py", "test_diagnostics.py", "test_contract.py",
+    "test_model_lowrank.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    # A stable sort: the other modules keep their order.
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
