@@ -329,7 +329,7 @@ def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
 
 
 @pytest.mark.slow
-def test_advi_reports_its_own_convergence_not_pymcs_interruption(sinc, caplog):
+def test_advi_reports_its_convergence(sinc, caplog):
     X, y = sinc
     with caplog.at_level(logging.INFO):
         RVR(gamma=1 / 9, random_state=0, **short("advi", draws=20)).fit(X, y, method="advi")

@@ -32,9 +32,9 @@ def sinc():
 @pytest.mark.parametrize("table", [
     rvm_ppl.DEFAULT_PRIORS, rvm_ppl.BERNOULLI_PRIORS, priors_mod.PRIOR_PARAMS,
     methods.DEFAULT_MAX_ITER, methods.DEFAULT_TOL, methods.FIT_METHODS,
-    nuts_mod.NUTPIE_KWARGS, advi_mod.ADVI_COMPILE_MODE,
+    nuts_mod.NUTPIE_KWARGS,
 ], ids=["DEFAULT_PRIORS", "BERNOULLI_PRIORS", "PRIOR_PARAMS", "DEFAULT_MAX_ITER",
-        "DEFAULT_TOL", "FIT_METHODS", "NUTPIE_KWARGS", "ADVI_COMPILE_MODE"])
+        "DEFAULT_TOL", "FIT_METHODS", "NUTPIE_KWARGS"])
 def test_module_tables_are_read_only(table):
     key = next(iter(table))
     value = table[key]
@@ -63,7 +63,7 @@ def test_build_model_neither_changes_nor_shares_the_priors(sinc):
 
 # fit_nuts / fit_advi took random_state and n_iter, and no model from the context.
 class _Called(Exception):
-    """Raised by a stand-in for pm.sample / pm.fit, carrying the keyword arguments it got."""
+    """Raised by a stand-in for pm.sample / ADVI's loop, carrying the keyword arguments it got."""
 
 
 def _raise_called(**kwargs):
@@ -106,13 +106,18 @@ def test_fit_nuts_takes_the_model_from_the_context_and_passes_random_seed(sinc, 
 def test_fit_advi_takes_n_and_the_model_from_the_context(sinc, monkeypatch):
     X, y = sinc
     model = build_model(design_matrix(X, X, RBF(1 / 9)), y)
-    monkeypatch.setattr(pm, "fit", _raise_called)
+    # ADVI's loop gets the iteration cap and a generator seeded by random_seed.
+    monkeypatch.setattr(advi_mod, "_optimise", lambda fns, data, q, *, n, rng, **kw:
+                        _raise_called(n=n, first_draw=rng.random()))
     with model, pytest.raises(_Called) as call:
         fit_advi(n=123, random_seed=3)
     assert call.value.args[0]["n"] == 123
     with pytest.raises(_Called) as again:
         fit_advi(model, n=123, random_seed=3)
-    assert again.value.args[0]["random_seed"] == call.value.args[0]["random_seed"]
+    assert again.value.args[0]["first_draw"] == call.value.args[0]["first_draw"]
+    with pytest.raises(_Called) as other:
+        fit_advi(model, n=123, random_seed=4)
+    assert other.value.args[0]["first_draw"] != call.value.args[0]["first_draw"]
     with pytest.raises(TypeError, match="n, random_seed, not n_iter, random_state"):
         fit_advi(model, n_iter=5, random_state=0)
 

@@ -342,13 +342,17 @@ def build_model(
             _bernoulli_logit("y", Phi_d @ w, y_d, n_rows)  # eq. (23)
             model.rvm_spec = spec
             return model
+        # The rates are data: in the units of y they carry std(y)^2, and as constants they
+        # would make every data set a new graph to compile.
         if alpha is None:
-            alpha_v = pm.Gamma("alpha", alpha=p["a"], beta=p["b"], dims="basis")  # eq. (6)
+            b_d = pm.Data("alpha_rate", float(p["b"]))
+            alpha_v = pm.Gamma("alpha", alpha=p["a"], beta=b_d, dims="basis")  # eq. (6)
         else:
             alpha_v = pt.as_tensor_variable(alpha)
         if likelihood == "gaussian":
             if beta is None:
-                beta_v = pm.Gamma("beta", alpha=p["c"], beta=p["d"])  # §2.1, noise precision
+                d_d = pm.Data("beta_rate", float(p["d"]))
+                beta_v = pm.Gamma("beta", alpha=p["c"], beta=d_d)  # §2.1, noise precision
             else:
                 beta_v = pt.as_tensor_variable(float(beta))
 

@@ -63,22 +63,23 @@ def softplus_rate_class():
         same flat region (``softplus(v) = e^v`` for ``v << 0``, so ``v = log
         (b alpha)`` there) and an exponential tail ``e^(-v)`` whose curvature
         stays below 1. The map is exact; only the sampler's coordinates change.
+
+        The rate ``b`` is read from the Gamma variable itself (its last input,
+        the scale ``1 / b``), so the rate may be data (``pm.Data``) as well as
+        a constant.
         """
 
         name = "softplus_rate"
 
-        def __init__(self, b):
-            self.b = np.asarray(b, dtype=float)
-
         def forward(self, value, *inputs):
-            x = value * self.b
+            x = value / inputs[-1]  # b alpha
             return x + pt.log1mexp(-x)  # log(expm1(x)), without overflow
 
         def backward(self, value, *inputs):
-            return pt.softplus(value) / self.b
+            return pt.softplus(value) * inputs[-1]
 
         def log_jac_det(self, value, *inputs):
-            return -pt.softplus(-value) - np.log(self.b)  # log(sigmoid(v) / b)
+            return -pt.softplus(-value) + pt.log(inputs[-1])  # log(sigmoid(v) / b)
 
     return SoftplusRate
 

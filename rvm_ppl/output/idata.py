@@ -20,7 +20,11 @@ layout, following ArviZ's schema:
 ``observed_data``
     ``y`` (obs): the targets as given (labels 0/1 for a binary classifier).
 ``constant_data``
-    ``X`` (obs, feature) when the inputs are known.
+    ``X`` (obs, feature) when the inputs are known; for a fit of a PyMC model
+    (:func:`rvm_ppl.fit_nuts`, :func:`rvm_ppl.fit_advi`) also the model's
+    scalar data, the hyperprior's rates ``alpha_rate`` and ``beta_rate``, as
+    ``pm.sample`` stores them: :func:`pymc.sample_posterior_predictive` then
+    knows they did not change.
 ``fit``
     What the method computed in closed form, on the kept bases: ``mean``
     (basis) and ``cov`` (basis, basis_col) of the weights; its objective
@@ -131,7 +135,7 @@ def _attrs(result, attrs):
 
 
 def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=None,
-             attrs=None, extra_groups=None):
+             attrs=None, extra_groups=None, constants=None):
     """Assemble the package's InferenceData from a fit.
 
     Parameters
@@ -152,6 +156,8 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
         Further attributes (``kernel``, ``estimator``, ...).
     extra_groups : dict, optional
         Further groups, ``name -> xarray.Dataset``, added as they are.
+    constants : dict, optional
+        Scalars stored in ``constant_data`` (``name -> value``).
 
     Returns
     -------
@@ -196,11 +202,7 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
             all_attrs["pointwise"] = (
                 f"omitted: chains x draws x N = {n_points} > {POINTWISE_MAX}; fit with fewer draws"
             )
-    if X is not None:
-        X = np.asarray(X)
-        groups["constant_data"] = xr.Dataset(
-            {"X": (("obs", "feature"), X)}, coords={"obs": obs, "feature": np.arange(X.shape[1])}
-        )
+    groups.update(_constant_data(X, obs, constants))
     fit_coords = {"basis": kept, "basis_col": kept, "candidate": labels}
     groups["fit"] = xr.Dataset(
         {
@@ -331,8 +333,21 @@ def _multinomial_draws(results, support, chains, draws, joint_cov, rng):
     return W, alpha
 
 
+def _constant_data(X, obs, constants):
+    """The ``constant_data`` group (as a one-entry dict), or no group when there is nothing."""
+    import xarray as xr
+
+    data, coords = {}, {}
+    if X is not None:
+        X = np.asarray(X)
+        data["X"] = (("obs", "feature"), X)
+        coords = {"obs": obs, "feature": np.arange(X.shape[1])}
+    data.update({name: ((), np.asarray(value)) for name, value in (constants or {}).items()})
+    return {"constant_data": xr.Dataset(data, coords=coords)} if data else {}
+
+
 def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
-                      random_state=None, joint_cov=None, attrs=None):
+                      random_state=None, joint_cov=None, attrs=None, constants=None):
     """The InferenceData of a multinomial (softmax) RVM, with a ``class`` dimension.
 
     The layout of :func:`to_idata` with ``class`` before ``basis`` in every
@@ -372,6 +387,8 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
         Evidence: the Laplace covariance of all ``J`` weights in the model,
         class-major in the order of the results' supports.
     attrs : dict, optional
+    constants : dict, optional
+        As for :func:`to_idata`.
 
     Returns
     -------
@@ -409,10 +426,7 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
     else:
         all_attrs["pointwise"] = (
             f"omitted: chains x draws x N = {n_points} > {POINTWISE_MAX}; fit with fewer draws")
-    if X is not None:
-        X = np.asarray(X)
-        groups["constant_data"] = xr.Dataset(
-            {"X": (("obs", "feature"), X)}, coords={"obs": obs, "feature": np.arange(X.shape[1])})
+    groups.update(_constant_data(X, obs, constants))
     groups["fit"] = _multinomial_fit_group(results, support, labels, kept, candidates)
     K, M = len(results), len(candidates)
     in_model = np.zeros((K, M), dtype=bool)

@@ -1,5 +1,17 @@
 """Mean-field ADVI on the PyMC model: :func:`fit_advi` (InferenceData) and :func:`advi_result`.
 
+Automatic differentiation variational inference (Kucukelbir et al. 2017) on
+the model's log density in PyMC's unconstrained space, in PyMC's
+parameterisation (``pm.ADVI``: a Gaussian with ``sd = softplus(rho)``,
+started at the model's initial point with ``rho = 0``; ``pm.FullRankADVI``
+for ``method="fullrank_advi"``) and with PyMC's Adam. The log density and
+its gradient are compiled once per model structure, the data as inputs
+(:mod:`rvm_ppl.pymc_fitters.compiled`), and each iteration costs one
+evaluation of them and a few vector operations: the Adam loop is this
+module's own because ``pm.fit`` compiles its step function in every call
+and its step costs several gradients' time (the documentation's Benchmarks
+page, section "Cost per gradient", has both).
+
 Adam with step :data:`ADVI_LEARNING_RATE` = 0.01 (PyMC's default optimiser,
 ``adagrad_window``, leaves its optimum and blows up on this model).
 :func:`fit_advi` stops when the median loss (-ELBO) over the last
@@ -16,15 +28,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+import types
 import warnings
-from types import MappingProxyType
 
 import numpy as np
+from scipy import special
 from sklearn.exceptions import ConvergenceWarning
 
-from rvm_ppl.core.linalg import (
-    blas_limit,
-)
+from rvm_ppl.core.linalg import blas_limit
+from rvm_ppl.pymc_fitters.compiled import compiled_functions, data_values
 from rvm_ppl.pymc_fitters.results import (
     COMPILE_MODE,
     DRAWS,
@@ -34,16 +46,13 @@ from rvm_ppl.pymc_fitters.results import (
     _model_idata,
     _result,
     _seeds,
+    _trace_var_names,
 )
 
 _log = logging.getLogger("rvm_ppl")
 
 
 ADVI_METHODS = ("advi", "fullrank_advi")
-
-
-# By likelihood; COMPILE_MODE otherwise.
-ADVI_COMPILE_MODE = MappingProxyType({"gaussian": "FAST_COMPILE"})
 
 
 ADVI_WINDOW = 1000
@@ -58,26 +67,13 @@ ADVI_LEARNING_RATE = 1e-2
 ADVI_MAX_ITER = 50_000
 
 
-class _QuietStop(logging.Filter):
-    """Drop PyMC's messages about an ADVI run that this module's callback stopped.
-
-    PyMC reports a ``StopIteration`` from a callback as "Interrupted at 3,999
-    [7%]", which reads like a failure; :func:`advi_result` logs its own
-    "ADVI converged" line instead.
-    """
-
-    def filter(self, record):
-        message = record.getMessage()
-        return not (message.startswith("Interrupted at") or message.startswith("ADVI converged"))
-
-
 class _MedianLossConvergence:
     """PyMC callback: stop when the windowed median loss has settled.
 
     Every ``window`` iterations the median of the loss (-ELBO, one Monte
     Carlo sample per iteration) over the last window is compared with the
     previous window's; after ``patience`` consecutive changes smaller than
-    ``tol_abs`` it raises ``StopIteration``, which ends ``pm.fit`` cleanly.
+    ``tol_abs`` it raises ``StopIteration``, which ends the run.
     The median ignores the rare huge losses drawn where ``log alpha``
     reaches the hyperprior's rate cut-off.
     """
@@ -106,8 +102,8 @@ class _MedianLossConvergence:
 class _AdviProgress:
     """PyMC callback: a progress bar for ADVI that ends full when the run stops.
 
-    ``pm.fit``'s own bar counts towards the iteration cap and stays where
-    the convergence test stopped it ("14%"). This one shows the iterations
+    A bar that counts towards the iteration cap stays where the
+    convergence test stopped it ("14%"). This one shows the iterations
     run, the median loss of the last ``window`` and the time; when the fit
     ends, early or not, its total becomes the iterations run (100 %).
     """
@@ -147,18 +143,209 @@ class _AdviProgress:
         self.progress.stop()
 
 
-def _variational_parameters(approx, model):
+def _flat_layout(model):
+    """``(value variable, name, shape, slice)`` of each free variable in the flat vector."""
+    point = model.initial_point()
+    layout, i = [], 0
+    for v in model.value_vars:
+        shape = np.shape(point[v.name])
+        size = int(np.prod(shape))
+        layout.append((v, v.name, shape, slice(i, i + size)))
+        i += size
+    return layout
+
+
+def _build_functions(model, var_names, compile_mode):
+    """Compile ADVI's functions of ``model``, its data as inputs (see :func:`_functions`)."""
+    import pytensor
+    import pytensor.tensor as pt
+    from pymc.pytensorf import join_nonshared_inputs
+    from pytensor.graph.replace import graph_replace
+
+    layout = _flat_layout(model)
+    value_vars = [v for v, *_ in layout]
+    point = model.initial_point()
+    logp = model.logp(jacobian=True)
+    grad = pt.concatenate([g.ravel() for g in pt.grad(logp, value_vars)])
+    expanded = [v for v in model.unobserved_value_vars
+                if var_names is None or v.name in var_names]
+    outputs, x = join_nonshared_inputs(point, [logp, grad, *expanded], value_vars)
+    shared = list(model.data_vars)
+    data = [pt.tensor(name=v.name, dtype=v.dtype, shape=v.type.shape) for v in shared]
+    outputs = graph_replace(outputs, dict(zip(shared, data, strict=True)), strict=False)
+    with pytensor.config.change_flags(mode=compile_mode):
+        logp_grad = pytensor.function([x, *data], outputs[:2], on_unused_input="ignore")
+        expand = pytensor.function([x, *data], outputs[2:], on_unused_input="ignore")
+    # Inputs are passed as arrays of the declared types (data_values, float vectors): skip
+    # PyTensor's per-call conversion, which costs more than the gradient at these sizes.
+    logp_grad.trust_input = expand.trust_input = True
+    return types.SimpleNamespace(
+        logp_grad=logp_grad, expand=expand, names=[v.name for v in expanded],
+        data_names=[v.name for v in shared],
+        layout=[(name, shape, sl) for _, name, shape, sl in layout],
+    )
+
+
+def _start(model, fns):
+    """The model's initial point as one flat vector (it depends on the data: the rates)."""
+    point = model.initial_point()
+    return np.concatenate([np.ravel(point[name]) for name, *_ in fns.layout]).astype(float)
+
+
+def _functions(model, var_names, compile_mode):
+    """The log density with its gradient and the expansion of ``model``, compiled once.
+
+    ``logp_grad(x, *data)``: the model's log density with the Jacobian of its
+    transforms, and its gradient, at the flat vector ``x`` of the free
+    variables in PyMC's unconstrained space; ``expand(x, *data)``: the
+    variables ``names`` (constrained free variables and deterministics) at
+    ``x``. A model of the same structure and shapes reuses the functions
+    (:func:`rvm_ppl.pymc_fitters.compiled.compiled_functions`).
+    """
+    return compiled_functions(
+        model, "advi", lambda m: _build_functions(m, var_names, compile_mode),
+        var_names=var_names, settings={"mode": str(compile_mode)},
+    )
+
+
+def _softplus(r):
+    return np.logaddexp(0.0, r)
+
+
+class _Gaussian:
+    """The variational family: mean field (``sd = softplus(rho)``) or full rank (``L``).
+
+    PyMC's parameterisation and starting point: ``mu`` at the model's
+    initial point, ``rho = 0`` (mean field), and for full rank a lower
+    triangular ``L`` with ones on its diagonal before the softplus of the
+    diagonal is taken (PyMC's ``FullRank``). ``params`` is the one vector Adam
+    moves: ``mu`` then ``rho`` (or the packed lower triangle of ``L``).
+    """
+
+    def __init__(self, mu, fullrank):
+        d = mu.size
+        self.d, self.fullrank = d, fullrank
+        self.tril = np.tril_indices(d) if fullrank else None
+        self.diag = (np.arange(d + 1) * (np.arange(d + 1) + 1) // 2 - 1)[1:] if fullrank else None
+        second = np.eye(d)[self.tril] if fullrank else np.zeros(d)
+        self.params = np.concatenate([mu, second])
+
+    def factor(self):
+        """``(mu, sd)`` (mean field) or ``(mu, L)`` (full rank), copies of the parameters."""
+        mu, second = self.params[:self.d].copy(), self.params[self.d:]
+        if not self.fullrank:
+            return mu, _softplus(second)
+        L = np.zeros((self.d, self.d))
+        L[self.tril] = second
+        L[np.diag_indices(self.d)] = _softplus(second[self.diag])
+        return mu, L
+
+    def draw(self, eps):
+        """``z = mu + sd * eps`` or ``mu + L eps`` for rows ``eps``."""
+        mu, s = self.factor()
+        return mu + (eps * s if not self.fullrank else eps @ s.T)
+
+    def entropy(self):
+        """Entropy of q up to its constant: ``sum log sd`` or ``sum log diag L``."""
+        _, s = self.factor()
+        return float(np.sum(np.log(s if not self.fullrank else np.diag(s))))
+
+    def loss_gradient(self, eps, grad_logp):
+        """Gradient of ``-(log p(z) + entropy)`` in ``params`` at ``z = draw(eps)``.
+
+        The reparameterisation gradient (Kucukelbir et al. 2017, eqs. 8-9):
+        ``d/dmu = -grad``; mean field ``d/drho = -(grad * eps + 1 / sd) sd'``;
+        full rank ``d/dL = -(grad eps^T + diag(1 / L_ii))`` on the lower
+        triangle, the diagonal through its softplus.
+        """
+        mu_part = -grad_logp
+        second = self.params[self.d:]
+        if not self.fullrank:
+            sd = _softplus(second)
+            return np.concatenate([mu_part, -(grad_logp * eps + 1.0 / sd) * special.expit(second)])
+        g = -np.outer(grad_logp, eps)[self.tril]
+        diag = second[self.diag]
+        g[self.diag] = (g[self.diag] - 1.0 / _softplus(diag)) * special.expit(diag)
+        return np.concatenate([mu_part, g])
+
+    def mean_sd(self):
+        mu, s = self.factor()
+        return mu, (s if not self.fullrank else np.sqrt(np.sum(s * s, axis=1)))
+
+
+class _Adam:
+    """Adam (Kingma & Ba 2015) as PyMC's ``pm.adam``: ``beta1 = 0.9``, ``beta2 = 0.999``."""
+
+    def __init__(self, size, learning_rate, beta1=0.9, beta2=0.999, epsilon=1e-8):
+        self.lr, self.b1, self.b2, self.eps = learning_rate, beta1, beta2, epsilon
+        self.m, self.v, self.t = np.zeros(size), np.zeros(size), 0
+
+    def step(self, g):
+        """The change of the parameters for the gradient ``g`` of the loss."""
+        self.t += 1
+        a_t = self.lr * np.sqrt(1.0 - self.b2 ** self.t) / (1.0 - self.b1 ** self.t)
+        self.m *= self.b1
+        self.m += (1.0 - self.b1) * g
+        self.v *= self.b2
+        self.v += (1.0 - self.b2) * g * g
+        return -a_t * self.m / (np.sqrt(self.v) + self.eps)
+
+
+def _optimise(fns, data, q, *, n, learning_rate, rng, callbacks):
+    """Run Adam on the one-sample estimate of -ELBO; return the losses of the iterations run.
+
+    Each iteration draws ``eps ~ N(0, I)``, evaluates the log density and its
+    gradient once at ``z = mu + sd * eps`` and moves ``params``; the loss
+    recorded is ``-(log p(z) + entropy of q)`` (up to the entropy's
+    constant). A callback that raises ``StopIteration`` ends the run.
+    """
+    adam = _Adam(q.params.size, learning_rate)
+    losses = np.empty(n)
+    logp_grad = fns.logp_grad
+    for i in range(n):
+        eps = rng.standard_normal(q.d)
+        logp, grad = logp_grad(q.draw(eps), *data)
+        if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
+            raise FloatingPointError(f"NaN or infinite log density or gradient at iteration {i + 1}")
+        losses[i] = -(float(logp) + q.entropy())
+        q.params += adam.step(q.loss_gradient(eps, grad))
+        try:
+            for callback in callbacks:
+                callback(None, losses[:i + 1], i + 1)
+        except StopIteration:
+            return losses[:i + 1]
+    return losses
+
+
+def _posterior(fns, data, model, z):
+    """The draws ``z`` (rows, flat unconstrained) as a posterior Dataset of one chain."""
+    import xarray as xr
+
+    values = [fns.expand(row, *data) for row in z]
+    dims = model.named_vars_to_dims
+    out = {}
+    for j, name in enumerate(fns.names):
+        arr = np.stack([np.asarray(v[j], dtype=float) for v in values])[None]
+        out[name] = (("chain", "draw", *dims.get(name, ())) if name in dims or arr.ndim == 2
+                     else ("chain", "draw", *[f"{name}_dim_{k}" for k in range(arr.ndim - 2)]), arr)
+    coords = {k: list(v) for k, v in model.coords.items() if v is not None}
+    used = {d for dims_, _ in out.values() for d in dims_}
+    return xr.Dataset(out, coords={k: v for k, v in coords.items() if k in used})
+
+
+def _variational_parameters(fns, q, model):
     """Means and sds of the variational Gaussian, in unconstrained space, for the fit group."""
     dims = {model.rvs_to_values[rv].name: model.named_vars_to_dims.get(rv.name, ())
             for rv in model.free_RVs}
+    mean, sd = q.mean_sd()
     out = {}
-    for kind, ds in (("mean", approx.mean_data), ("sd", approx.std_data)):
-        for name, da in ds.data_vars.items():
-            # "alpha_log__" -> "log_alpha", "w_scaled_asinh__" -> "scaled_asinh_w"
-            var, _, transform = name.removesuffix("__").partition("_")
-            label = f"{transform}_{var}" if name.endswith("__") else name
-            vdims = tuple("candidate" if d == "basis" else d for d in dims.get(name, da.dims))
-            out[f"q_{kind}_{label}"] = (vdims, np.asarray(da.values, dtype=float))
+    for name, shape, sl in fns.layout:
+        # "alpha_log__" -> "log_alpha", "w_scaled_asinh__" -> "scaled_asinh_w"
+        var, _, transform = name.removesuffix("__").partition("_")
+        label = f"{transform}_{var}" if name.endswith("__") else name
+        vdims = tuple("candidate" if d == "basis" else d for d in dims.get(name, ()))
+        for kind, values in (("mean", mean), ("sd", sd)):
+            out[f"q_{kind}_{label}"] = (vdims, values[sl].reshape(shape))
     return out
 
 
@@ -173,59 +360,45 @@ def advi_result(
     learning_rate=ADVI_LEARNING_RATE,
     window=ADVI_WINDOW,
     patience=2,
-    compile_mode=None,
+    compile_mode=COMPILE_MODE,
     blas_threads=1,
     progressbar=False,
-    **fit_kwargs,
 ):
     """ADVI on ``model``, as a :class:`~rvm_ppl.inference.methods.FitResult`; see :func:`fit_advi`.
 
     A categorical model gives a list of one result per class instead.
     """
-    import pymc as pm
-    import pytensor
-
     if method not in ADVI_METHODS:
         raise ValueError(f"Unknown method {method!r}; expected one of {list(ADVI_METHODS)}.")
     spec = _check_model(model)
-    if compile_mode is None:
-        compile_mode = ADVI_COMPILE_MODE.get(spec.likelihood, COMPILE_MODE)
     N = _data(model, "Phi").shape[0]
-    rng, seed = _seeds(random_seed)
+    rng, _ = _seeds(random_seed)
     stop = _MedianLossConvergence(window, tol * N, patience)
     bar = _AdviProgress(progressbar, n, window)
-    kwargs = dict(
-        n=n, method=method, random_seed=seed, progressbar=False,
-        obj_optimizer=pm.adam(learning_rate=learning_rate), callbacks=[bar, stop],
-    )
-    kwargs.update(fit_kwargs)
 
     t0 = time.perf_counter()
-    pymc_log = logging.getLogger("pymc.variational.inference")
-    quiet = _QuietStop()
-    pymc_log.addFilter(quiet)
     with contextlib.ExitStack() as stack:
-        stack.callback(pymc_log.removeFilter, quiet)
         stack.enter_context(blas_limit(blas_threads))
-        stack.enter_context(pytensor.config.change_flags(mode=compile_mode))
-        stack.enter_context(model)
         stack.enter_context(_compilation())
-        stack.enter_context(bar)
-        try:
-            approx = pm.fit(**kwargs)
-            bar.finish(len(approx.hist), stop.converged)
-        except FloatingPointError as err:
-            raise FloatingPointError(
-                f"ADVI diverged (NaN loss) in the {spec.parameterization!r} form; try a smaller "
-                "learning_rate or another parameterization."
-            ) from err
-        trace = approx.sample(draws, random_seed=int(rng.integers(2**31 - 1)))
+        fns = _functions(model, _trace_var_names(model, spec), compile_mode)
+        data = data_values(model, fns.data_names)
+        q = _Gaussian(_start(model, fns), fullrank=method == "fullrank_advi")
+        with bar:
+            try:
+                loss = _optimise(fns, data, q, n=n, learning_rate=learning_rate, rng=rng,
+                                 callbacks=[bar, stop])
+            except FloatingPointError as err:
+                raise FloatingPointError(
+                    f"ADVI diverged ({err}) in the {spec.parameterization!r} form; try a smaller "
+                    "learning_rate or another parameterization."
+                ) from err
+            bar.finish(len(loss), stop.converged)
+        posterior = _posterior(fns, data, model, q.draw(rng.standard_normal((draws, q.d))))
     wall = time.perf_counter() - t0
-    loss = np.asarray(approx.hist, dtype=float)
     if stop.converged:
         _log.info("ADVI converged at iteration %d (median loss over %d iterations settled) "
                   "in %.1f s.", len(loss), window, wall)
-    if not stop.converged:
+    else:
         warnings.warn(
             f"ADVI did not converge in {len(loss)} iterations (median loss over {window} "
             f"iterations still moving by more than {tol} per observation); increase max_iter.",
@@ -235,7 +408,7 @@ def advi_result(
     last = loss[-min(window, len(loss)):]
     stats = {
         "advi_method": method,
-        "compile_mode": compile_mode,
+        "compile_mode": str(compile_mode),
         "n_iter": int(len(loss)),
         "converged": int(stop.converged),
         "elbo": -float(np.median(last[np.isfinite(last)])) if np.isfinite(last).any() else np.nan,
@@ -244,9 +417,9 @@ def advi_result(
         "window": int(window),
         "wall_time_s": wall,
     }
-    fit = {"elbo": (("iteration",), -loss), **_variational_parameters(approx, model)}
+    fit = {"elbo": (("iteration",), -loss), **_variational_parameters(fns, q, model)}
     with blas_limit(blas_threads):
-        return _result("advi", model, spec, trace.posterior, rng, stats=stats, fit=fit)
+        return _result("advi", model, spec, posterior, rng, stats=stats, fit=fit)
 
 
 def fit_advi(model=None, *, n=ADVI_MAX_ITER, draws=DRAWS, tol=ADVI_TOL, random_seed=None,
@@ -279,17 +452,12 @@ def fit_advi(model=None, *, n=ADVI_MAX_ITER, draws=DRAWS, tol=ADVI_TOL, random_s
     learning_rate : float
         Adam step size.
     window, patience : int
-    compile_mode : str, optional
-        PyTensor mode. Default: :data:`ADVI_COMPILE_MODE` for the model's
-        likelihood, else :data:`COMPILE_MODE`: for regression
-        ``"FAST_COMPILE"``, the Python VM, which compiles nothing;
-        ``"NUMBA"`` for the classifiers, whose graphs run too slowly on the
-        VM (Defaults and why, "First fits"). ``"FAST_RUN"`` is the C backend.
+    compile_mode : str
+        PyTensor mode of the log density and its gradient: :data:`COMPILE_MODE`
+        (``"NUMBA"``) by default; ``"FAST_RUN"`` is the C backend.
     blas_threads : int or None
         BLAS threads while fitting; None leaves them alone.
     progressbar : bool
-    **kwargs
-        Further keyword arguments of :func:`pymc.fit`.
 
     Returns
     -------
@@ -300,7 +468,8 @@ def fit_advi(model=None, *, n=ADVI_MAX_ITER, draws=DRAWS, tol=ADVI_TOL, random_s
         variational means and sds in unconstrained space
         (``q_mean_log_alpha``, ``q_sd_log_alpha``, ...). ``attrs`` hold
         ``n_iter``, ``converged``, ``elbo`` (minus the median loss of the
-        last window) and ``wall_time_s``.
+        last window) and ``wall_time_s``. The ELBO is up to the constant of
+        q's entropy, ``d / 2 log(2 pi e)``.
 
     Warns
     -----

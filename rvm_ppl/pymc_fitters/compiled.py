@@ -1,10 +1,12 @@
-"""Compile once, sample many: nutpie's compiled models, reused across fits of one structure.
+"""Compile once, fit many: compiled models and functions, reused across fits of one structure.
 
 ``pm.sample(nuts_sampler="nutpie")`` compiles the model's log density and
 gradient to machine code (PyTensor's NUMBA backend, then a Numba C
 callback) in every call, even when the model has the structure and the
-shapes of the last one: in a warm process that compilation costs far more
-than sampling a small model. Here a compiled model is kept, in this process,
+shapes of the last one, and so did ``pm.fit`` for ADVI: in a warm process
+that compilation costs far more than fitting a small model. Here what was
+compiled (nutpie's compiled model; ADVI's log density, gradient and
+expansion functions, :func:`compiled_functions`) is kept, in this process,
 under a fingerprint of what the machine code depends on:
 
 - the graph of the log density and of the variables the sampler returns
@@ -16,13 +18,15 @@ under a fingerprint of what the machine code depends on:
 - the model's coordinates and initial values, the variables kept in the
   trace, and the compile settings.
 
-A model with the fingerprint of a kept one samples the kept machine code
-with its own data (nutpie's ``with_data``): the same code, hence the same
-numbers, as compiling it afresh, so results never depend on what the process
-fitted before. A model whose graph holds an operation that cannot be compared
-(no declared properties and attributes other than plain values) is compiled
-afresh every time. The store keeps the :data:`MAX_KEPT` most recently used
-compiled models.
+A model with the fingerprint of a kept one runs the kept machine code
+with its own data (nutpie's ``with_data``; the data are inputs of the
+functions): the same code, hence the same numbers, as compiling it afresh,
+so results never depend on what the process fitted before. A model whose
+graph holds an operation that cannot be compared (no declared properties and
+attributes other than plain values) is compiled afresh every time. The store
+keeps the :data:`MAX_KEPT` most recently used compiled models and functions.
+Across processes PyTensor's own on-disk cache (``pytensor.config.compiledir``)
+keeps the machine code of each operation.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-MAX_KEPT = 8  # compiled models kept per process (least recently used dropped first)
+MAX_KEPT = 8  # compiled models (and function sets) kept per process, least recently used dropped
 
 _KEPT: OrderedDict[str, object] = OrderedDict()
 _COUNTS = {"compiled": 0, "reused": 0}
@@ -50,6 +54,8 @@ def _plain(value, depth=0):
         return f"array{value.dtype}{value.shape}:{hashlib.sha256(value.tobytes()).hexdigest()}"
     if isinstance(value, (tuple, list)):
         return "(" + ",".join(_plain(v, depth) for v in value) + ")"
+    if isinstance(value, slice):  # a Subtensor's index list
+        return "slice" + _plain((value.start, value.stop, value.step), depth)
     if isinstance(value, dict):
         return "{" + ",".join(f"{_plain(k, depth)}:{_plain(v, depth)}"
                               for k, v in sorted(value.items(), key=lambda kv: repr(kv[0]))) + "}"
@@ -159,13 +165,54 @@ def compiled_nutpie(model, var_names=None, **compile_kwargs):
     import nutpie
 
     key = fingerprint(model, var_names, {"nutpie": nutpie.__version__, **compile_kwargs})
-    if key is not None and key in _KEPT:
-        _KEPT.move_to_end(key)
-        kept = _KEPT[key]
-        _COUNTS["reused"] += 1
+    kept = _kept(key)
+    if kept is not None:
         data = {v.name: v.get_value() for v in model.data_vars if v.name in kept.shared_data}
         return kept.with_data(**data)
-    compiled = nutpie.compile_pymc_model(model, var_names=var_names, **compile_kwargs)
+    return _keep(key, nutpie.compile_pymc_model(model, var_names=var_names, **compile_kwargs))
+
+
+def compiled_functions(model, what, build, var_names=None, settings=None):
+    """Return ``build(model)``, or the one kept for a model of this fingerprint.
+
+    ``build`` compiles functions that take the model's data (``pm.Data``) as
+    inputs, so a kept set serves any model of the same fingerprint: the
+    caller passes that model's data (:func:`data_values`).
+
+    Parameters
+    ----------
+    model : pymc.Model
+    what : str
+        Which functions (part of the fingerprint, e.g. ``"advi"``).
+    build : callable
+        ``build(model)``: the compiled functions.
+    var_names : list of str, optional
+        The variables the functions return, as for :func:`fingerprint`.
+    settings : dict, optional
+        Compile settings, plain values.
+    """
+    key = fingerprint(model, var_names, {"what": what, **(settings or {})})
+    kept = _kept(key)
+    return kept if kept is not None else _keep(key, build(model))
+
+
+def data_values(model, names):
+    """The values of the model's data variables ``names``, in that order, as their types hold them."""
+    return [np.asarray(model[name].get_value(borrow=True), dtype=model[name].dtype, order="C")
+            for name in names]
+
+
+def _kept(key):
+    """What is kept under ``key`` (counted as reused), else None."""
+    if key is None or key not in _KEPT:
+        return None
+    _KEPT.move_to_end(key)
+    _COUNTS["reused"] += 1
+    return _KEPT[key]
+
+
+def _keep(key, compiled):
+    """Count and keep ``compiled`` under ``key`` (None: comparable to nothing, not kept)."""
     _COUNTS["compiled"] += 1
     if key is not None:
         _KEPT[key] = compiled
@@ -175,7 +222,7 @@ def compiled_nutpie(model, var_names=None, **compile_kwargs):
 
 
 def compile_counts():
-    """How many nutpie models this process compiled and how many fits reused one (a copy)."""
+    """How many models (or function sets) this process compiled, and how many fits reused one."""
     return dict(_COUNTS)
 
 

@@ -42,6 +42,7 @@ from rvm_ppl.pymc_fitters.results import (
     _replace,
     _result,
     _seeds,
+    _trace_var_names,
     softplus_precisions,
 )
 
@@ -148,20 +149,6 @@ def _warn_diagnostics(diag, chains):
             SamplingWarning,
             stacklevel=3,
         )
-
-
-def _trace_var_names(model, spec):
-    """What PyMC's trace stores: without the marginal regression's ``w``, else None (all).
-
-    ``w`` is a deterministic function of ``(alpha, beta, w_std)``; storing it
-    makes PyMC compile one more function (a Cholesky factor and two
-    triangular solves; Defaults and why, "First fits"). :func:`_result` draws
-    it from the factor it computes anyway.
-    """
-    if spec.likelihood != "gaussian" or not {"w_std", "PhiT_Phi"} <= set(model.named_vars):
-        return None
-    return [rv.name for rv in model.free_RVs] + \
-        [d.name for d in model.deterministics if d.name != "w"]
 
 
 def _sample_nutpie(model, kwargs):

@@ -82,8 +82,8 @@ def _check_model(model):
 def softplus_precisions(model):
     """``model`` with its Gamma precisions sampled on the softplus scale.
 
-    Every free ``alpha`` and ``beta`` with a ``Gamma(a, b)`` prior of
-    constant rate and PyMC's default log transform is sampled as
+    Every free ``alpha`` and ``beta`` with a ``Gamma(a, b)`` prior (``b`` a
+    constant or data) and PyMC's default log transform is sampled as
     ``alpha = softplus(v) / b`` instead. The posterior is the same; only
     the sampler's coordinates change. On PyMC's scale ``u = log alpha`` the
     Gamma density ``exp(a u - b e^u)`` is flat below ``1/b`` and a wall
@@ -110,37 +110,18 @@ def softplus_precisions(model):
     """
     from pymc.logprob.transforms import LogTransform
     from pymc.model.transform.conditioning import change_value_transforms
+    from pytensor.tensor.random.basic import GammaRV
 
     from rvm_ppl.model.transforms import softplus_rate_class
 
     transforms = {}
     for name in ("alpha", "beta"):
         rv = model.named_vars.get(name)
-        if rv is None or rv not in model.free_RVs:
+        if rv is None or rv not in model.free_RVs or not isinstance(rv.owner.op, GammaRV):
             continue
-        rate = _constant_gamma_rate(rv)
-        if rate is not None and type(model.rvs_to_transforms.get(rv)) is LogTransform:
-            transforms[name] = softplus_rate_class()(rate)
+        if type(model.rvs_to_transforms.get(rv)) is LogTransform:
+            transforms[name] = softplus_rate_class()()
     return change_value_transforms(model, transforms) if transforms else model
-
-
-def _constant_gamma_rate(rv):
-    """The rate of a Gamma random variable, if it is a constant (else None)."""
-    from pytensor.graph.basic import Constant
-
-    try:
-        from pytensor.graph.traversal import graph_inputs
-    except ImportError:  # pytensor < 2.32
-        from pytensor.graph.basic import graph_inputs
-    from pytensor.tensor.random.basic import GammaRV
-
-    if not isinstance(rv.owner.op, GammaRV):
-        return None
-    scale = rv.owner.inputs[-1]  # PyTensor's Gamma takes (shape, scale)
-    if not all(isinstance(v, Constant) for v in graph_inputs([scale])):
-        return None
-    rate = 1.0 / np.asarray(scale.eval(), dtype=float)  # broadcasts against rv
-    return float(rate.flat[0]) if np.all(rate == rate.flat[0]) else rate
 
 
 def _seeds(random_state):
@@ -195,6 +176,20 @@ def _compilation():
     with warnings.catch_warnings(), pytensor.config.change_flags(numba__fastmath=False):
         warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
         yield
+
+
+def _trace_var_names(model, spec):
+    """What PyMC's trace stores: without the marginal regression's ``w``, else None (all).
+
+    ``w`` is a deterministic function of ``(alpha, beta, w_std)``; storing it
+    makes PyMC compile one more function (a Cholesky factor and two
+    triangular solves; Defaults and why, "First fits"). :func:`_result` draws
+    it from the factor it computes anyway.
+    """
+    if spec.likelihood != "gaussian" or not {"w_std", "PhiT_Phi"} <= set(model.named_vars):
+        return None
+    return [rv.name for rv in model.free_RVs] + \
+        [d.name for d in model.deterministics if d.name != "w"]
 
 
 def _data(model, name):
@@ -460,8 +455,11 @@ def _model_idata(model, result, random_state):
             f"The model's Phi has {Phi.shape[0]} rows and its y_obs {y.shape[0]}: restore the "
             "training data (pm.set_data) before fitting."
         )
+    # The model's scalar data (the hyperprior's rates), as pm.sample stores them.
+    constants = {v.name: v.get_value() for v in model.data_vars if np.ndim(v.get_value()) == 0}
     if isinstance(result, list):  # categorical: one result per class, all on every basis
         classes = json.loads(result[0].stats["classes"])
         return multinomial_idata(result, y=y, Phi=Phi, classes=classes,
-                                 random_state=random_state)
-    return to_idata(result, y=y, Phi=Phi[:, result.support], random_state=random_state)
+                                 random_state=random_state, constants=constants)
+    return to_idata(result, y=y, Phi=Phi[:, result.support], random_state=random_state,
+                    constants=constants)
