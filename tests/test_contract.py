@@ -195,7 +195,7 @@ GROUPS = {
         ["alpha_shape", "alpha_rate", "beta_shape", "beta_rate", "noise_std", "fit_noise"],
         ["method", "max_iter", "tol", "alignment_test", "solver"],
         ["draws", "tune", "chains", "sample_kwargs"],
-        ["random_state", "blas_threads", "progressbar"],
+        ["random_state", "compiled", "blas_threads", "progressbar"],
     ],
     RVC: [
         ["kernel", "gamma", "degree", "coef0", "fit_intercept"],

@@ -125,3 +125,25 @@ def test_a_wide_kernel_on_a_dense_grid_converges_to_one_maximum():
     assert a.log_evidence == pytest.approx(b.log_evidence, rel=1e-9)
     assert a.log_evidence == pytest.approx(log_evidence_dense(Phi, t, a.alpha, a.beta), rel=1e-7)
     assert np.diff(a.log_evidence_trace).min() >= -1e-9 * abs(a.log_evidence)
+
+
+def test_the_estimators_compiled_parameter_chooses_the_engine_at_any_size(monkeypatch):
+    """RVR(compiled=True) runs the engine on a small problem, "auto" runs Python there; both
+    keep the same relevance vectors and predict alike to rounding error."""
+    from rvm_ppl import RVR
+
+    calls = []
+    run = _evidence_engine.run
+    monkeypatch.setattr(_evidence_engine, "run", lambda *a, **k: calls.append(1) or run(*a, **k))
+    X, y = make_sinc(60, random_state=4)
+    fits = {}
+    for compiled in ("auto", True, False):
+        before = len(calls)
+        fits[compiled] = RVR(gamma=1 / 9, compiled=compiled, progressbar=False).fit(X, y)
+        assert (len(calls) > before) == (compiled is True)
+    for other in ("auto", False):
+        np.testing.assert_array_equal(fits[True].relevance_, fits[other].relevance_)
+        np.testing.assert_allclose(fits[True].predict(X), fits[other].predict(X), rtol=0,
+                                   atol=1e-10)
+    with pytest.raises(ValueError, match="compiled"):
+        RVR(compiled="yes").fit(X, y)

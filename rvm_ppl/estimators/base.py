@@ -155,6 +155,8 @@ class _RVMBase(BaseEstimator):
             kwargs.update(max_iter=max_iter, tol=tol, solver=getattr(self, "solver", "fast"),
                           alignment_test=self.alignment_test, start=start, beta=beta,
                           fit_beta=fit_beta, progressbar=self.progressbar)
+            if likelihood == "gaussian":
+                kwargs["compiled"] = getattr(self, "compiled", "auto")
         elif method == "vb":
             kwargs.update(max_iter=max_iter, tol=tol, progressbar=self.progressbar)
         else:

@@ -124,6 +124,20 @@ class RVR(RegressorMixin, _RVMBase):
     Process: randomness, threads and output
     random_state : int, RandomState or None
         Seeds every random draw (PyMC's ``random_seed`` for advi and nuts).
+    compiled : {"auto", True, False}
+        Where the evidence method's fast solver runs
+        (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`,
+        ``compiled``): ``"auto"`` runs problems of up to 1001 x 1001 basis
+        entries in Python and larger ones in the compiled engine, by size
+        alone; ``True`` runs the engine at every size: the first fit of a
+        process then pays for loading the engine (about half a second), and
+        every later fit is several times faster than in Python, the choice for
+        cross-validation, grid searches and other repeated small fits;
+        ``False`` always runs Python. Both take the same decisions and agree
+        to rounding error; the choice depends on this parameter and the
+        problem's size, never on what the process ran before. The
+        documentation's Benchmarks page, "Speed (evidence method)", has both
+        times.
     blas_threads : int or None
         BLAS threads during ``fit`` (default 1; see
         :func:`rvm_ppl.core.linalg.blas_limit`; ``None`` leaves the BLAS
@@ -214,6 +228,7 @@ class RVR(RegressorMixin, _RVMBase):
         "noise_std": [Interval(Real, 0, None, closed="neither"), None],
         "fit_noise": ["boolean"],
         "solver": [StrOptions({"fast", "full"})],
+        "compiled": [StrOptions({"auto"}), "boolean"],
     }
 
     def __init__(
@@ -248,6 +263,7 @@ class RVR(RegressorMixin, _RVMBase):
         sample_kwargs=None,
         # the process
         random_state=None,
+        compiled="auto",
         blas_threads=1,
         progressbar=True,
     ):
@@ -275,6 +291,7 @@ class RVR(RegressorMixin, _RVMBase):
         self.chains = chains
         self.sample_kwargs = sample_kwargs
         self.random_state = random_state
+        self.compiled = compiled
         self.blas_threads = blas_threads
         self.progressbar = progressbar
 
@@ -308,9 +325,9 @@ class RVR(RegressorMixin, _RVMBase):
         # Up to COMPILED_DENSE_MAX_N the compiled engine on the exact dense
         # matrix is fastest; above it a low-rank factor, where one exists.
         priors = self._priors()
-        compiled = fast and priors is None and X.shape[0] <= COMPILED_DENSE_MAX_N
+        dense = fast and priors is None and X.shape[0] <= COMPILED_DENSE_MAX_N
         basis, labels, n_extra = self._training_basis(
-            X, kernel, lazy_ok=method == "vb" or (fast and not compiled))
+            X, kernel, lazy_ok=method == "vb" or (fast and not dense))
         beta = None if self.noise_std is None else 1.0 / self.noise_std**2
         if self.learn_scales:
             eta0 = np.broadcast_to(np.asarray(kernel.gamma, dtype=float), (X.shape[1],)).copy()

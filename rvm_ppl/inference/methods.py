@@ -101,7 +101,7 @@ def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
 
 
 def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
-                 alignment_test, start, beta, fit_beta, progressbar=False):
+                 alignment_test, start, beta, fit_beta, progressbar=False, compiled="auto"):
     """Type-II maximum likelihood.
 
     ``solver`` chooses the fast sequential algorithm of Tipping & Faul (2003)
@@ -111,7 +111,8 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     posterior of ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A),
     the missing ones taken from :data:`rvm_ppl.model.build.DEFAULT_PRIORS`.
     ``progressbar`` shows a live line for a fast fit that runs over two
-    seconds.
+    seconds. ``compiled``: where the regression's fast solver runs
+    (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`).
     """
     if solver not in ("fast", "full"):
         raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
@@ -134,6 +135,7 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
         res = fit_evidence_regression(
             basis, t, start=start, priors=priors, alignment_test=alignment_test, beta=beta,
             fixed_beta=not fit_beta, max_iter=max_iter, tol=tol, progressbar=progressbar,
+            compiled=compiled,
         )
     else:
         if priors is not None:
