@@ -117,8 +117,9 @@ class RVR(RegressorMixin, _RVMBase):
     sample_kwargs : dict, optional
         Keyword arguments for PyMC: :func:`rvm_ppl.pymc_fitters.nuts.fit_nuts` and
         :func:`pymc.sample` (nuts; e.g. ``target_accept``, or
-        ``nuts_sampler="pymc"`` instead of nutpie), :func:`rvm_ppl.pymc_fitters.advi.fit_advi` and
-        :func:`pymc.fit` (advi; e.g. ``learning_rate``). Unused by evidence
+        ``nuts_sampler="pymc"`` instead of nutpie) and
+        :func:`rvm_ppl.pymc_fitters.advi.fit_advi` (advi; e.g. ``learning_rate``,
+        ``window``). Unused by evidence
         and vb. A key the estimator sets from its own parameters (``draws``,
         ``chains``, ``random_seed``, ``n``, ...) is a ``ValueError``.
     Process: randomness, threads and output
