@@ -246,9 +246,10 @@ class _Gaussian:
         return mu + (eps * s if not self.fullrank else eps @ s.T)
 
     def entropy(self):
-        """Entropy of q up to its constant: ``sum log sd`` or ``sum log diag L``."""
+        """Entropy of q: ``d/2 log(2 pi e)`` plus ``sum log sd`` or ``sum log diag L``."""
         _, s = self.factor()
-        return float(np.sum(np.log(s if not self.fullrank else np.diag(s))))
+        log_det = np.sum(np.log(s if not self.fullrank else np.diag(s)))
+        return float(log_det + 0.5 * self.d * (1.0 + np.log(2.0 * np.pi)))
 
     def loss_gradient(self, eps, grad_logp):
         """Gradient of ``-(log p(z) + entropy)`` in ``params`` at ``z = draw(eps)``.
@@ -296,8 +297,8 @@ def _optimise(fns, data, q, *, n, learning_rate, rng, callbacks):
 
     Each iteration draws ``eps ~ N(0, I)``, evaluates the log density and its
     gradient once at ``z = mu + sd * eps`` and moves ``params``; the loss
-    recorded is ``-(log p(z) + entropy of q)`` (up to the entropy's
-    constant). A callback that raises ``StopIteration`` ends the run.
+    recorded is ``-(log p(z) + entropy of q)``, a one-sample estimate of
+    -ELBO. A callback that raises ``StopIteration`` ends the run.
     """
     adam = _Adam(q.params.size, learning_rate)
     losses = np.empty(n)
@@ -468,8 +469,7 @@ def fit_advi(model=None, *, n=ADVI_MAX_ITER, draws=DRAWS, tol=ADVI_TOL, random_s
         variational means and sds in unconstrained space
         (``q_mean_log_alpha``, ``q_sd_log_alpha``, ...). ``attrs`` hold
         ``n_iter``, ``converged``, ``elbo`` (minus the median loss of the
-        last window) and ``wall_time_s``. The ELBO is up to the constant of
-        q's entropy, ``d / 2 log(2 pi e)``.
+        last window) and ``wall_time_s``.
 
     Warns
     -----
