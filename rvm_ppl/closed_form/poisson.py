@@ -37,6 +37,7 @@ from rvm_ppl.closed_form import laplace
 from rvm_ppl.closed_form.bernoulli import PosteriorMode, laplace_evidence_fit
 from rvm_ppl.closed_form.evidence import MIN_DELTA_LOG_ALPHA
 from rvm_ppl.closed_form.laplace import GRADIENT_MIN, MAX_POSTMODE_ITS, STEP_MIN
+from rvm_ppl.core.counts import check_counts, check_offset
 from rvm_ppl.kernels.basis import DenseBasis
 
 # SparseBayes v2 (SB2_Initialisation): the linearised targets of the Poisson
@@ -46,38 +47,6 @@ POISSON_LOG_SHIFT = 1e-3
 # nodes the quadrature of E[exp(s Z)] is exact to 1e-12 (relative) for s <= 3,
 # a log rate standard deviation well beyond what a fit that saw data reports.
 GH_NODES = 64
-
-
-def check_counts(y, name="y"):
-    """Return ``y`` as floats, after checking that it holds non-negative integer counts.
-
-    Raises
-    ------
-    ValueError
-        If ``y`` is not 1-D, not finite, negative or not whole numbers.
-    """
-    y = np.asarray(y, dtype=float)
-    if y.ndim != 1:
-        raise ValueError(f"{name} must be a 1-D array of counts; got shape {y.shape}.")
-    if not np.isfinite(y).all():
-        raise ValueError(f"{name} must be finite counts (no NaN or inf).")
-    if (y < 0).any() or (y != np.round(y)).any():
-        raise ValueError(f"The Poisson likelihood needs non-negative integer counts in {name}; "
-                         "rates or proportions are not counts (model them with an offset, the "
-                         "log exposure).")
-    return y
-
-
-def check_offset(offset, n):
-    """Return the offset as an array of shape ``(n,)`` (zeros for None), checked to be finite."""
-    if offset is None:
-        return np.zeros(n)
-    o = np.asarray(offset, dtype=float)
-    if o.shape != (n,):
-        raise ValueError(f"offset has shape {o.shape}; expected ({n},), one log exposure per row.")
-    if not np.isfinite(o).all():
-        raise ValueError("offset (the log exposure) must be finite.")
-    return o
 
 
 def posterior_mode(Phi, t, alpha, offset=None, w0=None, *, max_iter=MAX_POSTMODE_ITS,
