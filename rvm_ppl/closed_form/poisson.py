@@ -44,8 +44,8 @@ from rvm_ppl.kernels.basis import DenseBasis
 # likelihood are log(t + POISSON_LOG_SHIFT).
 POISSON_LOG_SHIFT = 1e-3
 # Gauss-Hermite nodes of the predictive quadrature over the log rate. With 64
-# nodes the quadrature of E[exp(s Z)] is exact to 1e-12 (relative) for s <= 3,
-# a log rate standard deviation well beyond what a fit that saw data reports.
+# nodes the quadrature of E[exp(s Z)] = exp(s^2 / 2) is exact to rounding for
+# s <= 5, a log-rate standard deviation well beyond what a fit to data reports.
 GH_NODES = 64
 
 

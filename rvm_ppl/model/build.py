@@ -69,6 +69,15 @@ on the same scale: the weights are in log-rate units per unit of basis
 output, as the classifier's are in logit units, so a prior variance of 1
 allows factors of ``e`` in the rate per unit of basis output, and the
 targets' scale (counts are not rescaled) does not enter.
+
+Unlike the logistic curvature (at most 1/4), the Poisson curvature
+``exp(eta)`` grows with the rate: with large counts on a kernel basis of
+many nearly collinear columns the posterior is narrow along some
+directions and its curvature changes along a trajectory, and NUTS at the
+default ``target_accept`` can take a few divergent transitions in each of
+the three forms (most in the non-centred one). ``fit_nuts(model,
+target_accept=0.95)`` removes them; the marginal form stays the default,
+as for the classifier, with no ``alpha`` to sample.
 """
 
 from __future__ import annotations
