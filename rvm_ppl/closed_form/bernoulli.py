@@ -41,6 +41,12 @@ narrow kernels). When the evidence has not risen by more than
 ``STALL_GAIN`` in ``STALL_ITERATIONS`` steps the fit stops at the best
 model it has seen (``counts["cycling"] = 1``); SparseBayes has no such
 guard and runs to its iteration limit.
+
+Everything after the initialisation is written for any likelihood with one
+latent output (:class:`_Laplace`, :class:`_LaplaceModel`,
+:func:`laplace_evidence_fit`, with a likelihood object of
+:mod:`rvm_ppl.closed_form.laplace`): the Poisson fit
+(:mod:`rvm_ppl.closed_form.poisson`) runs the same code.
 """
 
 from __future__ import annotations
@@ -181,18 +187,26 @@ def posterior_mode(
 
 
 class _Laplace:
-    """The Laplace approximation at the mode for the current model, on unit-norm columns."""
+    """The Laplace approximation at the mode for the current model, on unit-norm columns.
 
-    def __init__(self, basis, scale, t, cols, alpha, w0, grad_tol=GRADIENT_MIN):
-        mode = posterior_mode(cols, t, alpha, w0, grad_tol=grad_tol)
-        self.mu, self.L, self.ill = mode.mu, mode.L, mode.ill_conditioned
-        self.grad_max = mode.grad_max
+    ``lik`` is the likelihood (:mod:`rvm_ppl.closed_form.laplace`, one latent
+    output): :class:`~rvm_ppl.closed_form.laplace.BernoulliLogit` of ``t`` by
+    default, or e.g. :class:`~rvm_ppl.closed_form.laplace.PoissonLog`.
+    """
+
+    def __init__(self, basis, scale, t, cols, alpha, w0, grad_tol=GRADIENT_MIN, lik=None):
+        lik = laplace.BernoulliLogit(t) if lik is None else lik
         k = cols.shape[1]
-        y = expit(cols @ self.mu)
-        b = y * (1 - y)  # Tipping (2001) eq. (25): B = diag(y_n (1 - y_n))
+        self.mu, self.L, log_lik, F, _, self.grad_max, self.ill = laplace.posterior_mode(
+            cols, np.zeros(k, dtype=int), lik, np.asarray(alpha, dtype=float), w0,
+            grad_tol=grad_tol)
+        R, d, _ = lik.derivatives(F)
+        # Tipping (2001) eq. (25): B = diag(b_n), the negated second derivative
+        # of log P(t | f) (Bernoulli: y_n (1 - y_n); Poisson: lambda_n).
+        b = d[:, 0]
         V = np.empty((cols.shape[0], k + 1), order="F")
         np.multiply(cols, b[:, None], out=V[:, :k])
-        V[:, k] = t - y
+        V[:, k] = R[:, 0]
         cross, wn2 = basis.cross(V), basis.weighted_norms2(b)
         cross /= scale[:, None]
         BG = cross[:, :k]  # Phi~^T B Phi~_A
@@ -200,10 +214,11 @@ class _Laplace:
         # §2.2: S_m = sum_n b_n phi_nm^2 - ||(B phi_m)^T Phi_A U^{-1}||^2, the
         # regression S with heteroscedastic noise precisions b_n.
         self.S = wn2 / scale**2 - np.einsum("ij,ij->j", Z, Z)
-        # Q_m = phi_m^T (t - y): at the mode this equals phi_m^T C^{-1} t_hat
-        # with the IRLS targets t_hat = Phi mu + B^{-1} (t - y) (eq. 27).
+        # Q_m = phi_m^T (t - y), the gradient d log P / d f projected: at the mode
+        # this equals phi_m^T C^{-1} t_hat with the IRLS targets
+        # t_hat = Phi mu + B^{-1} (t - y) (eq. 27).
         self.Q = cross[:, k]
-        self.logml = laplace.log_evidence(mode.log_likelihood, self.mu, alpha, self.L)
+        self.logml = laplace.log_evidence(log_lik, self.mu, alpha, self.L)
         self.BG = np.array(BG, order="F")
         self.b = b
         self.alpha = np.array(alpha, dtype=float)
@@ -287,8 +302,14 @@ class _Laplace:
             self.Q[a] = self.alpha * self.mu
 
 
-class _BernoulliModel:
-    """The Bernoulli likelihood's statistics for the sequential driver (:func:`rvm_ppl.closed_form.driver.ascend`).
+class _LaplaceModel:
+    """A one-output Laplace likelihood's statistics for the sequential driver.
+
+    The statistics interface of :func:`rvm_ppl.closed_form.driver.ascend`, for
+
+    the Bernoulli (:func:`fit_evidence_bernoulli`) and Poisson
+    (:func:`rvm_ppl.closed_form.poisson.fit_evidence_poisson`) alike: the
+    likelihood enters through ``lik`` only.
 
     Holds the model (basis indices ``active``, their ``alpha`` and unit-norm
     columns) and the Laplace approximation at its mode (:class:`_Laplace`).
@@ -300,8 +321,8 @@ class _BernoulliModel:
 
     tracks_gain = False  # the known evidence is that of the last mode
 
-    def __init__(self, basis, scale, t, frozen):
-        self.basis, self.scale, self.t, self.frozen = basis, scale, t, frozen
+    def __init__(self, basis, scale, lik, frozen):
+        self.basis, self.scale, self.lik, self.frozen = basis, scale, lik, frozen
         self.M = basis.n_basis
         self.in_model = np.zeros(self.M, dtype=bool)
         self.stale = 0  # steps taken with B frozen since the last mode search
@@ -327,8 +348,8 @@ class _BernoulliModel:
 
     def new_mode(self, mu_start, *, grad_tol=GRADIENT_MIN, record=True):
         """Find the mode of the current model from ``mu_start`` and record its evidence."""
-        self.state = _Laplace(self.basis, self.scale, self.t, self.cols, self.alpha, mu_start,
-                              grad_tol=grad_tol)
+        self.state = _Laplace(self.basis, self.scale, self.lik.t, self.cols, self.alpha, mu_start,
+                              grad_tol=grad_tol, lik=self.lik)
         self.modes += 1
         self.ill |= self.state.ill
         self.stale = 0
@@ -542,9 +563,6 @@ def fit_evidence_bernoulli(
     t = np.asarray(t, dtype=float)
     if not np.all((t == 0) | (t == 1)):
         raise ValueError("Bernoulli targets must be 0 or 1.")
-    M = basis.n_basis
-    if frozen_steps is None:
-        frozen_steps = len(t) * M > EXACT_SCHEDULE_MAX
     t_lin = 2 * t - 1  # §2.8: linearised targets
     norms2, proj = basis.norms2_and_project(t_lin)
     scale = np.sqrt(norms2)
@@ -556,8 +574,48 @@ def fit_evidence_bernoulli(
     col = basis.columns([start]) / scale[start]
     p = (LOGIT_TARGET_SHRINK * t_lin + 1) / 2
     mu0 = float(col[:, 0] @ np.log(p / (1 - p)))
+    return laplace_evidence_fit(
+        basis, scale, laplace.BernoulliLogit(t), start, mu0, max_iter=max_iter, tol=tol,
+        alignment_test=alignment_test, callback=callback, frozen_steps=frozen_steps,
+        progressbar=progressbar)
+
+
+def laplace_evidence_fit(basis, scale, lik, start, mu0, *, max_iter, tol, alignment_test,
+                         callback, frozen_steps, progressbar):
+    """Run the fast sequential algorithm on the Laplace evidence of a one-output likelihood.
+
+    The part of :func:`fit_evidence_bernoulli` after the initialisation,
+    shared with :func:`rvm_ppl.closed_form.poisson.fit_evidence_poisson`:
+    :func:`rvm_ppl.closed_form.driver.ascend` over a :class:`_LaplaceModel`
+    of ``lik`` started from basis ``start`` with weight ``mu0`` and
+    ``alpha = 1 / mu0^2`` clipped to ``[INIT_ALPHA_MIN, INIT_ALPHA_MAX]``
+    (SparseBayes's ``SB2_Initialisation``).
+
+    Parameters
+    ----------
+    basis : DenseBasis or KernelBasis
+    scale : ndarray of shape (M,)
+        Column norms; the fit runs on unit-norm columns.
+    lik : likelihood object of :mod:`rvm_ppl.closed_form.laplace` (``K = 1``)
+    start : int
+    mu0 : float
+        Initial weight of the unit-norm column ``start``.
+    max_iter, tol, alignment_test, callback, progressbar
+        As in :func:`fit_evidence_bernoulli`.
+    frozen_steps : bool or None
+        As in :func:`fit_evidence_bernoulli`.
+
+    Returns
+    -------
+    EvidenceResult
+        On the original column scale, with ``beta = None``.
+    """
+    M = basis.n_basis
+    if frozen_steps is None:
+        frozen_steps = len(lik.t) * M > EXACT_SCHEDULE_MAX
+    col = basis.columns([start]) / scale[start]
     alpha0 = 1.0 / mu0**2 if mu0 != 0 else np.inf
-    model = _BernoulliModel(basis, scale, t, frozen_steps)
+    model = _LaplaceModel(basis, scale, lik, frozen_steps)
     model.start(start, col, np.clip(alpha0, INIT_ALPHA_MIN, INIT_ALPHA_MAX), mu0)
     line = FitProgress("evidence (Laplace)", "log evidence", show=progressbar)
     run = ascend(

@@ -12,7 +12,7 @@ over the likelihood, an object with
 - ``weights(F)``: the negated Hessian in ``f_n`` as ``W_n = diag(d_n) -
   u_n u_n^T``: ``(d, u)`` of shape ``(N, K)`` each, ``u = None`` for a
   diagonal ``W`` (Bernoulli: ``d = y (1 - y)``; softmax: ``d = u = y``,
-  Nabney 1999; a Poisson likelihood would give ``d = exp(f)``);
+  Nabney 1999; Poisson with a log link: ``d = exp(f)``);
 - ``derivatives(F)``: ``(residual(F), *weights(F))`` from one evaluation
   of the link, which the Newton iterations use.
 
@@ -30,7 +30,7 @@ import warnings
 
 import numpy as np
 from scipy import linalg
-from scipy.special import expit, logsumexp, softmax
+from scipy.special import expit, gammaln, logsumexp, softmax
 
 from rvm_ppl.core.linalg import cho_logdet, cho_solve, cholesky_jittered
 
@@ -40,7 +40,19 @@ GRADIENT_MIN = 1e-6  # stop the Newton iterations when max |g| is below this
 STEP_MIN = 1 / 256  # smallest step tried by the backtracking line search
 
 
-class BernoulliLogit:
+class _Likelihood:
+    """The gradient and the curvature of a likelihood, from its ``derivatives(F)``."""
+
+    def residual(self, F):
+        """``d log P / d f``, shape (N, K)."""
+        return self.derivatives(F)[0]
+
+    def weights(self, F):
+        """``(d, u)`` of the negated Hessian ``W_n = diag(d_n) - u_n u_n^T`` in ``f_n``."""
+        return self.derivatives(F)[1:]
+
+
+class BernoulliLogit(_Likelihood):
     """``t_n ~ Bernoulli(sigma(f_n))`` with one latent output (Tipping 2001, eq. 23)."""
 
     K = 1
@@ -53,21 +65,47 @@ class BernoulliLogit:
         a = F[:, 0]
         return float(np.sum(self.t * a - np.logaddexp(0.0, a)))
 
-    def residual(self, F):
-        """``d log P / d f = t - sigma(f)``."""
-        return (self.t - expit(F[:, 0]))[:, None]
-
-    def weights(self, F):
-        """``d = y (1 - y)`` with ``y = sigma(f)``, ``u = None``."""
-        return self.derivatives(F)[1:]
-
     def derivatives(self, F):
         """``(t - y, y (1 - y), None)``: ``B = diag(y_n (1 - y_n))``, eq. (25)."""
         y = expit(F[:, 0])
         return (self.t - y)[:, None], (y * (1 - y))[:, None], None
 
 
-class Softmax:
+class PoissonLog(_Likelihood):
+    """``t_n ~ Poisson(exp(f_n + o_n))`` with one latent output: counts with a log link.
+
+    ``o_n`` is a known offset (log exposure), 0 by default. The log
+    likelihood is concave in ``f``, with ``d log P / d f = t - lambda`` and
+    negated second derivative ``lambda = exp(f + o)`` (Tipping 2001, §3 with
+    the Poisson likelihood; SparseBayes's ``B = diag(y_n)``). Where
+    ``exp`` overflows (a Newton trial step far out) the log likelihood is
+    ``-inf``, which the line search rejects.
+    """
+
+    K = 1
+
+    def __init__(self, t, offset=None):
+        self.t = np.asarray(t, dtype=float)
+        self.offset = np.zeros_like(self.t) if offset is None else np.asarray(offset, dtype=float)
+        self._log_t_factorial = float(np.sum(gammaln(self.t + 1.0)))
+
+    def rate(self, F):
+        """``lambda = exp(f + o)``, ``inf`` (without a warning) where it overflows."""
+        with np.errstate(over="ignore"):
+            return np.exp(F[:, 0] + self.offset)
+
+    def log_likelihood(self, F):
+        """``sum_n t_n (f_n + o_n) - exp(f_n + o_n) - log t_n!``."""
+        eta = F[:, 0] + self.offset
+        return float(np.sum(self.t * eta - self.rate(F))) - self._log_t_factorial
+
+    def derivatives(self, F):
+        """``(t - lambda, lambda, None)``: ``B = diag(lambda_n)``."""
+        lam = self.rate(F)
+        return (self.t - lam)[:, None], lam[:, None], None
+
+
+class Softmax(_Likelihood):
     """``t_n ~ Categorical(softmax(f_n))`` with ``K`` latent outputs (Tipping 2001, eq. 28).
 
     ``T`` is the one-hot ``(N, K)`` matrix of the labels.
@@ -80,14 +118,6 @@ class Softmax:
     def log_likelihood(self, F):
         """``sum_nk t_nk f_nk - sum_n log sum_k exp(f_nk)`` (eq. 28)."""
         return float(np.sum(self.T * F) - np.sum(logsumexp(F, axis=1)))
-
-    def residual(self, F):
-        """``d log P / d f = T - Y`` with ``Y = softmax(f)``."""
-        return self.T - softmax(F, axis=1)
-
-    def weights(self, F):
-        """``d = u = Y``: ``W_n = diag(y_n) - y_n y_n^T``."""
-        return self.derivatives(F)[1:]
 
     def derivatives(self, F):
         """``(T - Y, Y, Y)``: ``B_n = diag(y_n) - y_n y_n^T`` (Nabney 1999)."""

@@ -118,6 +118,11 @@ def target_scale(y):
 
 
 def model_priors(priors, likelihood):
-    """The hyperpriors of the PyMC model: ``priors`` completed for ``likelihood``."""
-    classifier = likelihood in ("bernoulli", "categorical")
-    return resolve_priors(priors, BERNOULLI_PRIORS if classifier else None)
+    """The hyperpriors of the PyMC model: ``priors`` completed for ``likelihood``.
+
+    The classifiers and the Poisson likelihood take :data:`BERNOULLI_PRIORS`
+    for ``a, b`` (:mod:`rvm_ppl.model.build`, "Hyperpriors of the classifier
+    and of counts").
+    """
+    proper = likelihood in ("bernoulli", "categorical", "poisson")
+    return resolve_priors(priors, BERNOULLI_PRIORS if proper else None)

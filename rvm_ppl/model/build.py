@@ -10,6 +10,8 @@ The hierarchical model of Tipping (2001), §2.1::
     beta    ~ Gamma(c, d)                    noise precision (regression)
     w_m | alpha_m ~ Normal(0, alpha_m^{-1})  eq. (5)
     t_n | w, beta ~ Normal(phi(x_n)^T w, beta^{-1})   eq. (4)
+    t_n | w       ~ Bernoulli(sigma(phi(x_n)^T w))  eq. (23), classification
+    t_n | w       ~ Poisson(exp(phi(x_n)^T w + o_n))  counts, log link, offset o_n
 
 Three parameterisations describe the same joint distribution:
 
@@ -26,7 +28,7 @@ Three parameterisations describe the same joint distribution:
     has a low numerical rank ``k`` (smooth kernels on few inputs), in an
     exact k x k form instead (:mod:`rvm_ppl.model.marginal`).
 
-    *Classification*: ``alpha`` integrated out, so that every weight has
+    *Classification and counts*: ``alpha`` integrated out, so that every weight has
     the Student-t prior of Tipping (2001), eq. (32),
     ``w_m ~ t_{2a}(0, sqrt(b / a))``, sampled on the scale
     ``v_m = asinh(w_m / sqrt(2 b))`` (the ``ScaledAsinh`` transform); ``alpha`` is
@@ -38,8 +40,8 @@ Three parameterisations describe the same joint distribution:
 ``"noncentered"``
     ``w = w_raw / sqrt(alpha)`` with ``w_raw ~ N(0, 1)``.
 
-Hyperpriors of the classifier
------------------------------
+Hyperpriors of the classifier and of counts
+-------------------------------------------
 With a Bernoulli likelihood and ``a -> 0`` the posterior is improper in
 practice. A kernel basis centred on ``N`` distinct points can separate any
 labelling, so as every ``alpha_m -> 0`` together the evidence
@@ -57,6 +59,25 @@ choice are in the documentation's Defaults and why page, section "The PyMC model
 (``docs/defaults.md``). The closed-form methods keep Tipping's limit:
 type-II maximum likelihood needs no hyperprior and the variational
 classifier of Bishop & Tipping uses :data:`DEFAULT_PRIORS`.
+
+The Poisson likelihood has the same defect wherever a count is 0: ``P(t_n
+= 0 | w) = exp(-exp(eta_n))`` tends to 1 as ``eta_n -> -inf``, just as a
+separated label's probability tends to 1, so with a basis that can drive
+those rows' log rates down independently the evidence does not vanish as
+``alpha -> 0``. Its default is therefore :data:`BERNOULLI_PRIORS` too, and
+on the same scale: the weights are in log-rate units per unit of basis
+output, as the classifier's are in logit units, so a prior variance of 1
+allows factors of ``e`` in the rate per unit of basis output, and the
+targets' scale (counts are not rescaled) does not enter.
+
+Unlike the logistic curvature (at most 1/4), the Poisson curvature
+``exp(eta)`` grows with the rate: with large counts on a kernel basis of
+many nearly collinear columns the posterior is narrow along some
+directions and its curvature changes along a trajectory, and NUTS at the
+default ``target_accept`` can take a few divergent transitions in each of
+the three forms (most in the non-centred one). ``fit_nuts(model,
+target_accept=0.95)`` removes them; the marginal form stays the default,
+as for the classifier, with no ``alpha`` to sample.
 """
 
 from __future__ import annotations
@@ -66,6 +87,7 @@ from typing import Literal
 
 import numpy as np
 
+from rvm_ppl.core.counts import check_counts, check_offset
 from rvm_ppl.core.priors import (  # noqa: F401
     BERNOULLI_PRIORS,
     DEFAULT_PRIORS,
@@ -83,7 +105,9 @@ from rvm_ppl.model.marginal import (
 from rvm_ppl.model.transforms import scaled_asinh_class
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
-LIKELIHOODS = ("gaussian", "bernoulli", "categorical")
+LIKELIHOODS = ("gaussian", "bernoulli", "categorical", "poisson")
+# The likelihoods whose marginal form integrates alpha out (Student-t weights).
+_STUDENT_T = ("bernoulli", "poisson")
 
 
 @dataclass(frozen=True)
@@ -111,6 +135,8 @@ def model_spec(model):
     must be in it, and the likelihood is ``"gaussian"`` when it has a
     ``beta``, ``"bernoulli"`` when ``y`` is Bernoulli, ``"categorical"``
     when it is Categorical (``w`` then has dims ``("class", "basis")``),
+    ``"poisson"`` when it is Poisson (its log rate ``Phi w``, plus the data
+    ``offset`` if the model has one),
     ``"other"`` otherwise (its pointwise log-likelihood then comes from PyMC).
     """
     spec = getattr(model, "rvm_spec", None)
@@ -131,6 +157,8 @@ def model_spec(model):
         likelihood = "bernoulli"
     elif isinstance(model["y"].owner.op, type(pm.Categorical.dist(p=[0.5, 0.5]).owner.op)):
         likelihood = "categorical"
+    elif isinstance(model["y"].owner.op, type(pm.Poisson.dist(mu=1.0).owner.op)):
+        likelihood = "poisson"
     else:
         likelihood = "other"
     if "alpha" not in names or (likelihood == "gaussian" and "beta" not in names):
@@ -155,7 +183,7 @@ def build_model(
     Phi,
     y,
     *,
-    likelihood: Literal["gaussian", "bernoulli", "categorical"] = "gaussian",
+    likelihood: Literal["gaussian", "bernoulli", "categorical", "poisson"] = "gaussian",
     basis=None,
     priors=None,
     parameterization: Literal["marginal", "centered", "noncentered"] = "marginal",
@@ -164,6 +192,7 @@ def build_model(
     shared_alpha=False,
     classes=None,
     low_rank=None,
+    offset=None,
 ):
     """Declare the RVM as a PyMC model.
 
@@ -190,22 +219,25 @@ def build_model(
     Phi : ndarray of shape (N, M)
         Design matrix; column ``m`` is basis function ``m`` at the inputs.
     y : ndarray of shape (N,)
-        Targets (regression), 0/1 labels (``"bernoulli"``) or class codes
-        ``0, ..., K - 1`` (``"categorical"``).
-    likelihood : {"gaussian", "bernoulli", "categorical"}
+        Targets (regression), 0/1 labels (``"bernoulli"``), class codes
+        ``0, ..., K - 1`` (``"categorical"``) or non-negative integer counts
+        (``"poisson"``).
+    likelihood : {"gaussian", "bernoulli", "categorical", "poisson"}
         ``"categorical"`` is Tipping's multinomial RVM (2001, eq. 28): a
         softmax over ``K`` weight vectors, all kept (no reference class, so
         that the model is symmetric in the classes; the prior makes the
         posterior proper), ``alpha`` integrated out as for ``"bernoulli"``
         (:mod:`rvm_ppl.model.categorical`). Marginal form only.
+        ``"poisson"``: ``y_n ~ Poisson(exp(phi_n^T w + offset_n))``, with
+        the Bernoulli likelihood's three forms and hyperprior.
     basis : list of str, optional
         Labels of the basis functions (coordinate ``basis``); default
         ``"phi_0", "phi_1", ...``.
     priors : dict, optional
         Gamma hyperprior parameters ``a, b`` (on ``alpha``) and ``c, d`` (on
         ``beta``), shape and rate, in the units of ``y``. Missing ones take
-        :data:`DEFAULT_PRIORS`, or for ``a, b`` with the Bernoulli
-        likelihood :data:`BERNOULLI_PRIORS`. The defaults are vague for
+        :data:`DEFAULT_PRIORS`, or for ``a, b`` with the Bernoulli,
+        categorical and Poisson likelihoods :data:`BERNOULLI_PRIORS`. The defaults are vague for
         targets of unit scale; the estimators pass the rates ``b`` and ``d``
         multiplied by ``var(y)`` (:func:`~rvm_ppl.model.build.scale_priors`), which is the same
         model as the defaults on ``y / std(y)``.
@@ -243,6 +275,11 @@ def build_model(
         the M x M form is too ill-conditioned for its gradient and NUTS
         diverges (the documentation's Benchmarks page, section "The four
         methods on the benchmark data sets").
+    offset : array-like of shape (N,), optional
+        ``"poisson"`` only: the known log exposure added to every log rate,
+        as data ``"offset"``; to predict at new inputs set it with ``Phi``
+        (``pm.set_data({"Phi": Phi_new, "offset": offset_new})``). Default:
+        none (no ``"offset"`` data).
 
     Returns
     -------
@@ -290,6 +327,12 @@ def build_model(
     beta = _fixed_precision(beta, "beta", ())
     if likelihood not in LIKELIHOODS:
         raise ValueError(f"Unknown likelihood {likelihood!r}; expected one of {list(LIKELIHOODS)}.")
+    if likelihood == "poisson":
+        check_counts(y)
+        offset = None if offset is None else check_offset(offset, N)
+    elif offset is not None:
+        raise ValueError(f"offset (a log exposure) belongs to the 'poisson' likelihood; got "
+                         f"likelihood={likelihood!r}.")
     if low_rank not in (None, True, False):
         raise TypeError(f"low_rank must be None, True or False; got {low_rank!r}.")
     if low_rank and (likelihood != "gaussian" or parameterization != "marginal"):
@@ -304,13 +347,13 @@ def build_model(
                          f"got likelihood={likelihood!r}.")
     if parameterization not in PARAMETERIZATIONS:
         raise ValueError(f"Unknown parameterization {parameterization!r}; expected one of {list(PARAMETERIZATIONS)}.")
-    bernoulli = likelihood == "bernoulli"
-    if bernoulli and not np.isin(y, (0.0, 1.0)).all():
+    if likelihood == "bernoulli" and not np.isin(y, (0.0, 1.0)).all():
         raise ValueError("The Bernoulli likelihood needs 0/1 labels in y.")
-    if bernoulli and parameterization == "marginal" and alpha is not None:
+    student_t = likelihood in _STUDENT_T and parameterization == "marginal"
+    if student_t and alpha is not None:
         raise ValueError(
-            "The marginal classifier integrates alpha out; fix alpha with the 'centered' or "
-            "'noncentered' parameterization."
+            f"The marginal form of the {likelihood} likelihood integrates alpha out; fix alpha "
+            "with the 'centered' or 'noncentered' parameterization."
         )
     p = model_priors(priors, likelihood)
     if min(p.values()) <= 0:
@@ -333,13 +376,14 @@ def build_model(
         Phi_d = pm.Data("Phi", Phi)
         y_d = pm.Data("y_obs", y if likelihood == "gaussian" else y.astype(np.int64))
         n_rows = Phi_d.shape[0]  # y follows the rows of Phi, so pm.set_data on Phi predicts
-        if bernoulli and parameterization == "marginal":
+        offset_d = None if offset is None else pm.Data("offset", offset)
+        if student_t:
             # Tipping (2001) eq. (32): alpha_m ~ Gamma(a, b) integrated out.
             w = pm.StudentT(
                 "w", nu=2 * p["a"], mu=0.0, sigma=np.sqrt(p["b"] / p["a"]), dims="basis",
                 transform=scaled_asinh_class()(np.sqrt(2 * p["b"])),
             )
-            _bernoulli_logit("y", Phi_d @ w, y_d, n_rows)  # eq. (23)
+            _observe_glm(likelihood, Phi_d @ w, y_d, n_rows, offset_d)
             model.rvm_spec = spec
             return model
         # The rates are data: in the units of y they carry std(y)^2, and as constants they
@@ -404,9 +448,24 @@ def build_model(
         if likelihood == "gaussian":
             pm.Normal("y", mu=f, sigma=beta_v**-0.5, observed=y_d, shape=n_rows)  # eq. (4)
         else:
-            _bernoulli_logit("y", f, y_d, n_rows)  # Tipping (2001) eq. (23)
+            _observe_glm(likelihood, f, y_d, n_rows, offset_d)
     model.rvm_spec = spec
     return model
+
+
+def _observe_glm(likelihood, f, observed, n_rows, offset):
+    """Declare the observed ``y`` of the Bernoulli (eq. 23) or Poisson likelihood, ``f = Phi w``.
+
+    Poisson: ``y_n ~ Poisson(exp(f_n + offset_n))`` (log link; no offset when
+    ``offset`` is None).
+    """
+    import pymc as pm
+    import pytensor.tensor as pt
+
+    if likelihood == "bernoulli":
+        return _bernoulli_logit("y", f, observed, n_rows)  # Tipping (2001) eq. (23)
+    eta = f if offset is None else f + offset
+    return pm.Poisson("y", mu=pt.exp(eta), observed=observed, shape=n_rows)
 
 
 def _categorical_model(Phi, y, *, basis, priors, shared_alpha, classes, parameterization,

@@ -236,14 +236,15 @@ def _conditional_draw(PtP, Pty, a, b, z=None):
     return mu, cho_covariance(L), None if z is None else mu + solve_lower_t(L, z)
 
 
-def _sample_moments(Phi, w, alpha, beta, likelihood):
+def _sample_moments(Phi, w, alpha, beta, likelihood, offset=None):
     """Sample moments of ``w`` draws, and ``E[gamma_m]`` with ``Sigma`` at each draw.
 
     Regression: ``Sigma`` is the exact conditional covariance given
     ``(alpha, beta)`` (Tipping 2001, eq. 12). Classification: ``Sigma`` is
     ``(Phi^T B Phi + A)^{-1}`` with ``B`` the logistic curvature at the
-    draw's ``w`` (eqs. 25-26 evaluated at the draw instead of the mode).
-    Another likelihood has no such ``Sigma``: ``gamma`` is NaN.
+    draw's ``w`` (eqs. 25-26 evaluated at the draw instead of the mode);
+    counts: the same with the Poisson curvature ``B = diag(exp(Phi w +
+    offset))``. Another likelihood has no such ``Sigma``: ``gamma`` is NaN.
     """
     M = w.shape[-1]
     flat_w, flat_a = w.reshape(-1, M), alpha.reshape(-1, M)
@@ -257,6 +258,10 @@ def _sample_moments(Phi, w, alpha, beta, likelihood):
     for i, a in enumerate(flat_a):
         if likelihood == "gaussian":
             H = flat_b[i] * PtP + np.diag(a)
+        elif likelihood == "poisson":
+            eta = Phi @ flat_w[i] + (0.0 if offset is None else offset)
+            with np.errstate(over="ignore"):  # an overflowing rate fails the factorisation
+                H = (Phi.T * np.exp(eta)) @ Phi + np.diag(a)
         else:
             s = special.expit(Phi @ flat_w[i])
             H = (Phi.T * (s * (1 - s))) @ Phi + np.diag(a)
@@ -337,8 +342,9 @@ def _categorical_results(method, model, spec, post, rng, *, stats, fit, sample_s
 def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=None):
     """The :class:`FitResult` of draws from a PyMC model's posterior (or approximation).
 
-    In the marginal classifier ``alpha`` was integrated out and is drawn here,
-    exactly, from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``.
+    In the marginal classifier (and the marginal Poisson model) ``alpha`` was
+    integrated out and is drawn here, exactly, from ``Gamma(a + 1/2, b + w^2
+    / 2)`` for every draw of ``w``.
     The categorical likelihood gives a list of one result per class
     (:func:`_categorical_results`).
     """
@@ -355,7 +361,7 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
     n_chain, n_draw, M = w_var.shape
     if "alpha" in post:
         alpha_d = np.asarray(post["alpha"].values, dtype=float)
-    elif spec.parameterization == "marginal" and spec.likelihood == "bernoulli":
+    elif spec.parameterization == "marginal" and spec.likelihood in ("bernoulli", "poisson"):
         alpha_d = alpha_given_weights(w, spec.priors, rng)
     else:
         alpha_d = np.broadcast_to(spec.alpha, (n_chain, n_draw, M)).copy()
@@ -380,7 +386,8 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
                 _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
             w = w if w is not None else w_z
     else:
-        mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood)
+        offset = _data(model, "offset") if "offset" in model.named_vars else None
+        mean, cov, gamma = _sample_moments(Phi, w, alpha_d, beta_d, spec.likelihood, offset)
     draws = {"w": w, "alpha": alpha_d}
     if beta_d is not None:
         draws["beta"] = beta_d
