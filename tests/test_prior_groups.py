@@ -8,12 +8,12 @@ import arviz as az  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+from _short_runs import short  # noqa: E402
 from scipy import stats  # noqa: E402
 
 from rvm_ppl import RVC, RVR  # noqa: E402
 from rvm_ppl.datasets.loaders import make_sinc  # noqa: E402
 from rvm_ppl.output.idata import PRIOR_DRAWS, log_gamma_draws, log_gamma_logpdf  # noqa: E402
-from tests._short_runs import short  # noqa: E402
 
 # Each two-sided KS test below is one fixed-seed check at this level.
 LEVEL = 1e-3
@@ -128,6 +128,24 @@ def test_classifier_groups_have_no_beta_and_one_per_class():
     kept = ~pruned
     np.testing.assert_allclose(idata.log_prior["alpha"].values[kept],
                                log_gamma_logpdf(idata.posterior["alpha"].values[kept], 2.0, 1.0))
+
+
+def test_multinomial_groups_have_the_class_dimension():
+    # Type-II ML takes no hyperprior: its groups hold the nearest proper one, a = b = 1e-6.
+    rng = np.random.default_rng(1)
+    X = rng.standard_normal((60, 2))
+    y3 = np.digitize(X[:, 0], [-0.5, 0.5])
+    idata = RVC(gamma=0.5, multi_class="multinomial", random_state=0,
+                draws=50).fit(X, y3).idata_
+    assert idata.prior["log_alpha"].dims == ("chain", "draw", "class", "basis")
+    assert idata.log_prior["alpha"].dims == idata.posterior["alpha"].dims
+    alpha = idata.posterior["alpha"].values
+    with np.errstate(invalid="ignore"):
+        expected = np.where(np.isinf(alpha), -np.inf,
+                            stats.gamma(1e-6, scale=1e6).logpdf(alpha) + np.log(alpha))
+    np.testing.assert_allclose(idata.log_prior["alpha"].values, expected)
+    u = np.exp(1e-6 * (idata.prior["log_alpha"].values.ravel() + np.log(1e-6)))
+    assert stats.kstest(u, "uniform").pvalue > LEVEL
 
 
 def _check_psens_and_plots(idata):
