@@ -197,3 +197,23 @@ def test_pymc_entry_point_records_the_model_hyperprior(sinc, method):
     assert stats.kstest(np.exp(log_alpha), stats.gamma(2.0, scale=1 / 3.0).cdf).pvalue > LEVEL
     np.testing.assert_allclose(idata.log_prior["beta"].values,
                                log_gamma_logpdf(idata.posterior["beta"].values, 2.5, 0.5))
+
+
+@pytest.mark.slow
+def test_pymc_model_groups_follow_its_data_and_need_both_hyperpriors(sinc):
+    import pymc as pm
+
+    import rvm_ppl
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
+
+    X, y = sinc
+    Phi = design_matrix(X, X, RBF(gamma=1 / 9))
+    model = rvm_ppl.build_model(Phi, y, priors={"a": 2.0, "b": 3.0, "c": 2.5, "d": 0.5})
+    with model:
+        pm.set_data({"alpha_rate": 7.0})  # the rate the fit then uses
+    idata = rvm_ppl.fit_advi(model, random_seed=0, window=250)
+    np.testing.assert_allclose(idata.log_prior["alpha"].values,
+                               log_gamma_logpdf(idata.posterior["alpha"].values, 2.0, 7.0))
+    fixed = rvm_ppl.build_model(Phi, y, priors={"a": 2.0, "b": 3.0}, beta=1.0)
+    idata = rvm_ppl.fit_advi(fixed, random_seed=0, window=250)
+    assert "prior" not in idata.groups() and "log_prior" not in idata.groups()

@@ -221,6 +221,8 @@ def _prior_groups(priors, likelihood, post_draws, coords, rng):
 
 def _result_priors(result, priors):
     """``priors``, or the ones a PyMC fit recorded in ``result.stats["priors"]``, or None."""
+    if priors is False:
+        return None
     if priors is None and "priors" in result.stats:
         return json.loads(result.stats["priors"])
     return None if priors is None else dict(priors)
@@ -265,10 +267,11 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
         Further groups, ``name -> xarray.Dataset``, added as they are.
     constants : dict, optional
         Scalars stored in ``constant_data`` (``name -> value``).
-    priors : dict, optional
+    priors : dict or False, optional
         The hyperprior ``a, b`` (and ``c, d`` for regression) the fit used,
         in the units of ``y``, for the ``prior`` and ``log_prior`` groups;
-        default: ``result.stats["priors"]`` (advi, nuts), else no such groups.
+        default: ``result.stats["priors"]`` (advi, nuts), else no such groups;
+        False: no such groups (a model without Gamma hyperpriors on both).
 
     Returns
     -------
