@@ -237,7 +237,13 @@ def plot_alpha(
     type-II ML's point estimate as a diamond with no bar (it has no
     posterior), and a basis it pruned (alpha = inf) as an open triangle at
     the right edge, labelled "pruned". Filled markers are bases the method
-    counts as relevant (``idata.relevance.relevant``).
+    counts as relevant (``idata.relevance.relevant``). Behind them, for
+    every fit whose InferenceData has a ``prior`` group, a shaded vertical
+    band, labelled "hyperprior", spans the central ``hdi_prob`` interval of
+    the hyperprior's log10 alpha (from its ``log_alpha`` draws); the x-range
+    stays that of the posteriors, so the band of a vague hyperprior
+    (``a = 1e-6``, whose central interval lies thousands of decades below)
+    lies outside the plot.
 
     Parameters
     ----------
@@ -299,6 +305,7 @@ def plot_alpha(
         if pr.any():
             ax.scatter(np.full(pr.sum(), right), ypos[pr], marker=">", facecolors="white",
                        edgecolors=c, zorder=3)
+    _hyperprior_bands(ax, idatas, model_names, colors, hdi_prob)
     ax.axvline(right - 0.5, color="0.7", lw=0.8, ls=":")
     ax.text(right, len(show) - 0.4, "pruned\n(α = ∞)", ha="center", va="bottom", fontsize="small")
     ax.set_yticks(np.arange(len(show)), [labels[j] for j in show])
@@ -306,3 +313,23 @@ def plot_alpha(
     ax.set_xlabel("log10 α (weight precision)")
     ax.legend(loc="best", fontsize="small")
     return ax
+
+
+def _hyperprior_bands(ax, idatas, model_names, colors, hdi_prob):
+    """Shade the central ``hdi_prob`` interval of each fit's hyperprior on log10 alpha.
+
+    The bands are drawn behind everything (``zorder=0``) and do not change
+    the x-range the posteriors set.
+    """
+    with_prior = [k for k, i in enumerate(idatas) if "prior" in i.groups()]
+    if not with_prior:
+        return
+    ax.autoscale_view()
+    xlim = ax.get_xlim()
+    tail = (1.0 - hdi_prob) / 2
+    for k in with_prior:
+        log10 = np.asarray(idatas[k].prior["log_alpha"].values, dtype=float) / np.log(10.0)
+        lo, hi = np.nanquantile(log10, [tail, 1.0 - tail])
+        label = "hyperprior" if len(idatas) == 1 else f"hyperprior ({model_names[k]})"
+        ax.axvspan(lo, hi, color=colors[k], alpha=0.12, lw=0, zorder=0, label=label)
+    ax.set_xlim(xlim)

@@ -9,6 +9,7 @@ from _short_runs import SAMPLED, short
 from rvm_ppl import RVC, RVR
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc, sinc
 from rvm_ppl.inference.methods import FIT_METHODS
+from rvm_ppl.output.idata import PRIOR_DRAWS
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 # Chains this short cannot pass r-hat <= 1.01 / ESS >= 100 per chain; the
@@ -44,6 +45,11 @@ def test_every_method_returns_the_same_layout(fits):
             assert idata[group]["y"].dims == ("chain", "draw", "obs"), (method, group)
         np.testing.assert_array_equal(idata.observed_data["y"].values, m.y_fit_)
         np.testing.assert_array_equal(idata.constant_data["X"].values, m.X_fit_)
+        # The hyperprior: drawn, and its log density at every posterior draw.
+        assert idata.log_prior["alpha"].dims == post["alpha"].dims
+        assert idata.log_prior["beta"].dims == post["beta"].dims
+        assert np.isfinite(idata.log_prior["alpha"].values).all()
+        assert idata.prior["log_alpha"].sizes["draw"] == PRIOR_DRAWS
         for group in idata.groups():  # the same attributes, in the units of y, everywhere
             assert idata[group].attrs["inference_method"] == method
             assert "rvm_ppl_version" in idata[group].attrs

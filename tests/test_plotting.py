@@ -9,6 +9,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
+from scipy import stats  # noqa: E402
 
 from rvm_ppl import RVC, RVR  # noqa: E402
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc  # noqa: E402
@@ -104,8 +105,10 @@ def test_plot_alpha_of_estimators_is_the_plot_of_their_idata(fits, form):
     np.testing.assert_equal(drawn[0], drawn[1])
     # The plot is not empty: one row per basis, points of every fit.
     assert len(drawn[0]["yticks"]) == len(models["vb"].alpha_)
-    assert drawn[0]["legend"] == (["vb (median, 94% HDI)"] if form == "one" else
-                                  ["evidence (point estimate)", "vb (median, 94% HDI)"])
+    # With several fits, each one's hyperprior band is labelled after it.
+    assert drawn[0]["legend"] == (["vb (median, 94% HDI)", "hyperprior"] if form == "one" else
+                                  ["evidence (point estimate)", "vb (median, 94% HDI)",
+                                   "hyperprior (evidence)", "hyperprior (vb)"])
 
 
 def test_alpha_tables_of_estimators_are_those_of_their_idata(fits, ripley_fit):
@@ -198,3 +201,36 @@ def test_plot_decision_errors(ripley_fit):
     three = RVC(gamma=4.0).fit(X, np.where(X[:, 0] > 0, 2, y))
     with pytest.raises(ValueError, match="3 classes"):
         plot_decision(three, X, y)
+
+
+def _sinc_priors():
+    X, y = make_sinc(40, random_state=0)
+    return X, 10.0 * y, {"alpha_shape": 2.0, "alpha_rate": 3.0, "beta_shape": 2.5, "beta_rate": 0.5}
+
+
+def test_plot_alpha_shades_the_hyperprior_band():
+    X, y, priors = _sinc_priors()
+    idata = RVR(gamma=1 / 9, method="vb", random_state=0, draws=200, **priors).fit(X, y).idata_
+    fig, ax = plt.subplots()
+    plot_alpha(idata, ax=ax, hdi_prob=0.94)
+    bands = [p for p in ax.patches if p.get_label() == "hyperprior"]
+    assert len(bands) == 1
+    x0, x1 = bands[0].get_x(), bands[0].get_x() + bands[0].get_width()
+    log10 = idata.prior["log_alpha"].values.ravel() / np.log(10)
+    np.testing.assert_allclose([x0, x1], np.quantile(log10, [0.03, 0.97]))
+    # Independent check of the units: the Gamma(a, b var(y)) quantiles, within Monte Carlo error.
+    exact = np.log10(stats.gamma(2.0, scale=1 / (3.0 * np.var(y))).ppf([0.03, 0.97]))
+    np.testing.assert_allclose([x0, x1], exact, atol=0.1)
+    assert "hyperprior" in [t.get_text() for t in ax.get_legend().get_texts()]
+    plt.close(fig)
+
+
+def test_plot_alpha_band_leaves_the_range_to_the_posteriors():
+    X, y, _ = _sinc_priors()
+    idata = RVR(gamma=1 / 9, method="vb", random_state=0, draws=200).fit(X, y).idata_
+    fig, ax = plt.subplots()
+    plot_alpha(idata, ax=ax)
+    band = next(p for p in ax.patches if p.get_label() == "hyperprior")
+    assert band.get_x() + band.get_width() < ax.get_xlim()[0]  # thousands of decades below
+    assert ax.get_xlim()[0] > -20
+    plt.close(fig)

@@ -126,3 +126,30 @@ def model_priors(priors, likelihood):
     """
     proper = likelihood in ("bernoulli", "categorical", "poisson")
     return resolve_priors(priors, BERNOULLI_PRIORS if proper else None)
+
+
+def fit_priors(given, likelihood, method, y):
+    """The hyperprior a fit by ``method`` used, in the units of ``y``.
+
+    Parameters
+    ----------
+    given : mapping or None
+        The estimator's hyperprior parameters (:func:`priors_from_params`).
+    likelihood : {"gaussian", "bernoulli", "categorical", "poisson"}
+    method : {"evidence", "vb", "advi", "nuts"}
+    y : ndarray
+        The targets (regression): the rates ``b`` and ``d`` are scaled by
+        ``var(y)`` (:func:`scale_priors`).
+
+    Returns
+    -------
+    dict
+        Regression: ``given`` completed by :data:`DEFAULT_PRIORS` and scaled.
+        Classification: the PyMC model's (:func:`model_priors`) for advi and
+        nuts, the package default completed by ``given`` for vb and evidence.
+    """
+    if likelihood == "gaussian":
+        return scale_priors(given, target_scale(y))
+    if method in ("advi", "nuts"):
+        return model_priors(given, likelihood)
+    return resolve_priors(given)

@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from rvm_ppl.closed_form.bernoulli import predict_proba_moderated
 from rvm_ppl.closed_form.categorical import fit_evidence_multinomial, predict_proba_multinomial
 from rvm_ppl.core.linalg import blas_limit
+from rvm_ppl.core.priors import fit_priors
 from rvm_ppl.estimators.base import _atomic, _RVMBase, _seed
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
@@ -404,7 +405,8 @@ class RVC(ClassifierMixin, _RVMBase):
                 self.results_, y=self.y_codes_, Phi=self._design(self.X_fit_, support),
                 classes=self.classes_, X=self.X_fit_ if self.kernel_ is not None else None,
                 chains=self.chains, draws=self.draws, random_state=_seed(self.random_state),
-                joint_cov=self.joint_cov_, attrs=self._idata_attrs())
+                joint_cov=self.joint_cov_, attrs=self._idata_attrs(),
+                priors=fit_priors(self._priors(), "categorical", self.method_, None))
         if getattr(self, "_idata", None) is None:
             seed = _seed(self.random_state)
             parts = [
@@ -414,7 +416,8 @@ class RVC(ClassifierMixin, _RVMBase):
                          chains=self.chains, draws=self.draws,
                          random_state=None if seed is None else seed + k,
                          attrs={**self._idata_attrs(), "classes": json.dumps(
-                             [str(c) for c in self.classes_])})
+                             [str(c) for c in self.classes_])},
+                         priors=fit_priors(self._priors(), "bernoulli", self.method_, None))
                 for k, r in enumerate(self.results_)
             ]
             self._idata = parts[0] if len(parts) == 1 else ovr_idata(

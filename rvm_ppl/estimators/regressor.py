@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from rvm_ppl.closed_form.scales import (
     SCHEDULES,
 )
+from rvm_ppl.core.priors import fit_priors
 from rvm_ppl.estimators.base import _atomic, _RVMBase, _seed
 from rvm_ppl.estimators.rvm_star import rvm_star_predict
 from rvm_ppl.inference.methods import (
@@ -399,6 +400,7 @@ class RVR(RegressorMixin, _RVMBase):
                 X=self.X_fit_ if self.kernel_ is not None else None, chains=self.chains,
                 draws=self.draws, random_state=_seed(self.random_state),
                 attrs=self._idata_attrs(),
+                priors=fit_priors(self._priors(), "gaussian", self.method_, self.y_fit_),
             )
         return self._idata
 

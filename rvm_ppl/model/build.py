@@ -40,6 +40,18 @@ Three parameterisations describe the same joint distribution:
 ``"noncentered"``
     ``w = w_raw / sqrt(alpha)`` with ``w_raw ~ N(0, 1)``.
 
+Forward sampling
+----------------
+The densities are those of one joint distribution; PyMC's forward sampling
+follows the graph instead. In the marginal regression ``w`` is computed from
+the training targets (``PhiT_y``), so ``pm.sample_prior_predictive`` draws
+``y`` from ``w | alpha, beta, t`` at prior draws of ``(alpha, beta)``: a
+predictive that has seen the data, not the prior predictive; the centred and
+non-centred forms give the prior predictive. ``pm.sample_posterior_predictive``
+is right in every form. With a vague hyperprior (``a = 1e-6``) the draws of
+``alpha`` underflow to 0 and the marginal regression's prior-predictive draws
+warn (:class:`PriorUnderflowWarning`).
+
 Hyperpriors of the classifier and of counts
 -------------------------------------------
 With a Bernoulli likelihood and ``a -> 0`` the posterior is improper in
@@ -432,7 +444,7 @@ def build_model(
                 PtP,
                 *extra,
                 logp=logp,
-                random=_gaussian_random,
+                random=_gaussian_random_for(p),
                 signature="(m),(m),(),(n,m),(m,m)" + ",(p,k),(k,m)" * bool(extra) + "->(n)",
                 observed=y_d,
             )
@@ -563,6 +575,58 @@ def _conditional_weights(alpha, beta, PtP, Pty, z):
     L = pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
     v = solve_triangular(L, beta * Pty, lower=True)
     return solve_triangular(L.T, v + z, lower=False)
+
+
+class PriorUnderflowWarning(UserWarning):
+    """Draws from a vague Gamma hyperprior underflow to 0, so forward samples are NaN or inf."""
+
+
+def warn_prior_underflow(alpha, beta, priors, draws, stacklevel=2):
+    """Warn when ``draws`` are NaN or inf because a precision drawn from its hyperprior is 0.
+
+    A ``Gamma(a, b)`` draw is ``Gamma(a + 1) U^{1/a}``: with Tipping's vague
+    ``a = 1e-6`` it is below the smallest float64 (about ``1e-308``) unless
+    ``U > exp(-708 a)``, that is nearly always. ``N(0, 1/alpha)`` weights and
+    ``N(f, 1/beta)`` targets drawn from such precisions are infinite or NaN.
+
+    Parameters
+    ----------
+    alpha, beta : array-like or None
+        The precisions the draws were made from.
+    priors : mapping
+        The hyperprior ``a, b`` (and ``c, d``), named in the message.
+    draws : array-like
+        What was drawn from them; finite draws raise no warning.
+    stacklevel : int
+    """
+    import warnings
+
+    if np.isfinite(draws).all():
+        return
+    which = []
+    if alpha is not None and np.any(np.asarray(alpha) == 0):
+        which.append(f"Gamma({priors['a']:g}, {priors['b']:g}) draws of alpha")
+    if beta is not None and np.any(np.asarray(beta) == 0):
+        which.append(f"Gamma({priors['c']:g}, {priors['d']:g}) draws of beta")
+    if which:
+        warnings.warn(
+            f"{' and '.join(which)} underflow to 0 in float64, so the weights or targets drawn "
+            "from them are NaN or inf; pass proper priors (e.g. a = b = 2) to draw from the "
+            "prior predictive.", PriorUnderflowWarning, stacklevel=stacklevel + 1)
+
+
+def _gaussian_random_for(priors):
+    """The marginal regression's ``random``, warning when its draws are not finite.
+
+    Precisions of exactly 0 reach it only from a vague hyperprior
+    (:func:`warn_prior_underflow`): posterior draws are positive.
+    """
+    def random(w, alpha, beta, Phi, PtP, *factor, rng=None, size=None):
+        t = _gaussian_random(w, alpha, beta, Phi, PtP, *factor, rng=rng, size=size)
+        warn_prior_underflow(alpha, beta, priors, t, stacklevel=2)
+        return t
+
+    return random
 
 
 def _gaussian_random(w, alpha, beta, Phi, PtP, *factor, rng=None, size=None):

@@ -649,13 +649,7 @@ def _q_advi_weights(fit, rng, S, keep, priors):
 
 def _khat_inputs(fit, Phi, y, priors):
     """Return the InferenceData, design matrix, targets and hyperpriors of a fit."""
-    from rvm_ppl.core.priors import (
-        model_priors,
-        priors_from_params,
-        resolve_priors,
-        scale_priors,
-        target_scale,
-    )
+    from rvm_ppl.core.priors import fit_priors, priors_from_params
 
     idata = as_idata(fit, "pareto_khat's fit")
     likelihood = idata.attrs.get("likelihood")
@@ -674,12 +668,7 @@ def _khat_inputs(fit, Phi, y, priors):
             y = fit.y_fit_ if likelihood == "gaussian" else (fit.y_codes_ == 1).astype(float)
         if priors is None:
             given = priors_from_params(fit.get_params(deep=False))  # alpha_shape, ...
-            if likelihood == "gaussian":
-                priors = scale_priors(given, target_scale(y))
-            elif idata.attrs["inference_method"] == "vb":
-                priors = resolve_priors(given)  # vb's hyperprior: the package default
-            else:
-                priors = model_priors(given, "bernoulli")  # the PyMC model's
+            priors = fit_priors(given, likelihood, idata.attrs["inference_method"], y)
     elif Phi is None or y is None or priors is None:
         raise ValueError("With an InferenceData, give Phi (all candidate columns), y and the "
                          "priors the fit used (for regression in the units of y: "

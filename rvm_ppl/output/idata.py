@@ -37,6 +37,31 @@ layout, following ArviZ's schema:
     Every candidate basis function on ``basis``: ``alpha`` (the method's
     point summary, ``inf`` where pruned), ``gamma`` (``E[gamma_m]``),
     ``relevant`` (the method's decision) and ``in_model``.
+``prior``
+    :data:`PRIOR_DRAWS` draws (one chain) from the hyperprior the fit used,
+    in the units of ``y``: ``alpha`` and ``log_alpha`` (chain, draw, basis)
+    from ``Gamma(a, b)`` (Tipping 2001, eq. 6), ``w`` from ``N(0, 1/alpha)``
+    (eq. 5) and, for regression, ``beta`` and ``log_beta`` from
+    ``Gamma(c, d)``. ``log_alpha`` is drawn directly (:func:`log_gamma_draws`):
+    under a vague hyperprior (``a = 1e-6``) nearly every ``alpha`` underflows
+    to 0 and ``w`` overflows to ``inf``, while ``log_alpha`` stays usable.
+``log_prior``
+    The log hyperprior density at every posterior draw, one variable per
+    prior term: ``alpha`` (chain, draw, basis) and, for regression, ``beta``
+    (chain, draw). The density is that of ``log alpha`` and ``log beta``
+    (:func:`log_gamma_logpdf`: the Gamma density times its Jacobian
+    ``alpha``), the scale on which the samplers move; with
+    ``log_likelihood`` it lets ``az.psens`` power-scale the prior or the
+    likelihood. For evidence, whose ``alpha`` and ``beta`` are point
+    estimates repeated in every draw, it is the density at the point, and
+    ``az.psens`` measures nothing about them.
+
+The hyperprior of the two groups is the one the fit used: for advi and nuts
+``attrs["priors"]``; for vb, and evidence with hyperpriors, the estimator's
+(regression rates scaled by ``var(y)``, :func:`rvm_ppl.core.priors.fit_priors`).
+Plain type-II maximum likelihood (evidence without hyperpriors) is the limit
+``a = b = c = d -> 0``; its groups hold the package default
+:data:`rvm_ppl.core.priors.DEFAULT_PRIORS`, the nearest proper hyperprior.
 
 Everything is in the units of ``y``. ``attrs`` (of the InferenceData and of
 every group) carry ``inference_method``, ``rvm_ppl_version``, the inference
@@ -64,9 +89,13 @@ from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
 
 import numpy as np
-from scipy.special import log_expit, log_softmax
+from scipy.special import gammaln, log_expit, log_softmax
 
 POINTWISE_MAX = 5_000_000
+
+# Draws in the prior group: enough for its central 94 % band and ArviZ's
+# prior-posterior plots, few enough to add little to every InferenceData.
+PRIOR_DRAWS = 500
 
 
 def package_version(pkg="rvm_ppl"):
@@ -119,6 +148,86 @@ def _pointwise(likelihood, f, y, beta, rng):
     return loglik, rep
 
 
+def log_gamma_draws(shape, rate, size, rng):
+    """Draws of ``log x`` for ``x ~ Gamma(shape, rate)``, finite however small ``shape`` is.
+
+    ``Gamma(a) = Gamma(a + 1) U^{1/a}`` with ``U`` uniform on (0, 1]
+    (Marsaglia & Tsang 2000, section 6), so
+    ``log x = log Gamma(a + 1) + log(U) / a - log(rate)``: the draw of ``x``
+    itself underflows to 0 for ``a = 1e-6``, its logarithm does not.
+
+    Parameters
+    ----------
+    shape, rate : float
+        Positive.
+    size : int or tuple of int
+    rng : numpy.random.Generator
+
+    Returns
+    -------
+    ndarray of shape ``size``
+    """
+    if not (shape > 0 and rate > 0):
+        raise ValueError(f"A Gamma hyperprior needs a positive shape and rate; got {shape!r}, "
+                         f"{rate!r}.")
+    u = 1.0 - rng.random(size)  # in (0, 1]
+    return np.log(rng.gamma(shape + 1.0, 1.0, size=size)) + np.log(u) / shape - np.log(rate)
+
+
+def log_gamma_logpdf(x, shape, rate):
+    """Log density of ``log x`` when ``x ~ Gamma(shape, rate)``, evaluated at ``x``.
+
+    ``a log x - b x - log Gamma(a) + a log b``: the Gamma density of
+    Tipping (2001), eq. (6), times the Jacobian ``x`` of ``x = exp(log x)``;
+    ``-inf`` at ``x = 0`` and at ``x = inf`` (a pruned basis).
+    """
+    x = np.asarray(x, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = shape * np.log(x) - rate * x - gammaln(shape) + shape * np.log(rate)
+    return np.where(np.isposinf(x), -np.inf, out)
+
+
+def _prior_groups(priors, likelihood, post_draws, coords, rng):
+    """The ``prior`` and ``log_prior`` groups (a dict), or none without ``priors``.
+
+    ``coords`` are the posterior's (``chain``, ``draw``, ``basis`` and, for
+    the multinomial RVM, ``class``); the prior draws share its ``basis``
+    (and ``class``) coordinate, on one chain of :data:`PRIOR_DRAWS` draws.
+    """
+    import xarray as xr
+
+    if priors is None:
+        return {}
+    a, b = priors["a"], priors["b"]
+    shape = post_draws["alpha"].shape[2:]
+    wdims = ("chain", "draw", *(["class"] if "class" in coords else []), "basis")
+    log_alpha = log_gamma_draws(a, b, (1, PRIOR_DRAWS, *shape), rng)
+    with np.errstate(over="ignore", under="ignore"):
+        prior = {"log_alpha": log_alpha, "alpha": np.exp(log_alpha),
+                 "w": rng.standard_normal(log_alpha.shape) * np.exp(-0.5 * log_alpha)}  # eq. (5)
+    data = {k: (wdims, v) for k, v in prior.items()}
+    logp = {"alpha": (wdims, log_gamma_logpdf(post_draws["alpha"], a, b))}
+    if likelihood == "gaussian":
+        c, d = priors["c"], priors["d"]
+        log_beta = log_gamma_draws(c, d, (1, PRIOR_DRAWS), rng)
+        with np.errstate(over="ignore", under="ignore"):
+            data.update(log_beta=(("chain", "draw"), log_beta),
+                        beta=(("chain", "draw"), np.exp(log_beta)))
+        logp["beta"] = (("chain", "draw"), log_gamma_logpdf(post_draws["beta"], c, d))
+    prior_coords = {**coords, "chain": np.arange(1), "draw": np.arange(PRIOR_DRAWS)}
+    return {"prior": xr.Dataset(data, coords=prior_coords),
+            "log_prior": xr.Dataset(logp, coords=coords)}
+
+
+def _result_priors(result, priors):
+    """``priors``, or the ones a PyMC fit recorded in ``result.stats["priors"]``, or None."""
+    if priors is False:
+        return None
+    if priors is None and "priors" in result.stats:
+        return json.loads(result.stats["priors"])
+    return None if priors is None else dict(priors)
+
+
 def _attrs(result, attrs):
     """The attributes of every group: method, versions, the result's scalars, ``attrs``."""
     library = "pymc" if result.method in ("advi", "nuts") else "rvm_ppl"
@@ -135,7 +244,7 @@ def _attrs(result, attrs):
 
 
 def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=None,
-             attrs=None, extra_groups=None, constants=None):
+             attrs=None, extra_groups=None, constants=None, priors=None):
     """Assemble the package's InferenceData from a fit.
 
     Parameters
@@ -158,6 +267,11 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
         Further groups, ``name -> xarray.Dataset``, added as they are.
     constants : dict, optional
         Scalars stored in ``constant_data`` (``name -> value``).
+    priors : dict or False, optional
+        The hyperprior ``a, b`` (and ``c, d`` for regression) the fit used,
+        in the units of ``y``, for the ``prior`` and ``log_prior`` groups;
+        default: ``result.stats["priors"]`` (advi, nuts), else no such groups;
+        False: no such groups (a model without Gamma hyperpriors on both).
 
     Returns
     -------
@@ -167,6 +281,7 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     import xarray as xr
 
     rng = np.random.default_rng(random_state)
+    priors = _result_priors(result, priors)
     labels = list(result.basis)
     kept = [labels[j] for j in result.support]
     post_draws = _draw_posterior(result, chains, draws, rng)
@@ -225,6 +340,8 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     )
     if result.sample_stats is not None:
         groups["sample_stats"] = result.sample_stats
+    # Drawn last, so that the posterior's draws do not depend on them.
+    groups.update(_prior_groups(priors, result.likelihood, post_draws, coords, rng))
     groups.update(extra_groups or {})
     for ds in groups.values():
         ds.attrs.update(all_attrs)
@@ -248,11 +365,14 @@ def ovr_idata(parts, classes, codes, seed):
 
     labels = [str(c) for c in classes]
     fill = {"w": 0.0, "alpha": np.inf, "mean": 0.0, "cov": 0.0}
+    # A basis one model pruned has alpha = inf there: log prior density -inf; its prior
+    # draws are not in that model's group (NaN).
+    fills = {"log_prior": {"alpha": -np.inf}, "prior": np.nan}
     groups = {}
-    for group in ("posterior", "fit", "relevance", "sample_stats"):
+    for group in ("posterior", "fit", "relevance", "sample_stats", "prior", "log_prior"):
         if group in parts[0].groups():
             ds = xr.concat([p[group] for p in parts], dim="class", join="outer",
-                           fill_value=fill, combine_attrs="override")
+                           fill_value=fills.get(group, fill), combine_attrs="override")
             ds = ds.assign_coords({"class": labels})
             first = [d for d in ("chain", "draw") if d in ds.dims]
             groups[group] = ds.transpose(*first, "class", ...)
@@ -347,7 +467,8 @@ def _constant_data(X, obs, constants):
 
 
 def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
-                      random_state=None, joint_cov=None, attrs=None, constants=None):
+                      random_state=None, joint_cov=None, attrs=None, constants=None,
+                      priors=None):
     """The InferenceData of a multinomial (softmax) RVM, with a ``class`` dimension.
 
     The layout of :func:`to_idata` with ``class`` before ``basis`` in every
@@ -388,7 +509,10 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
         class-major in the order of the results' supports.
     attrs : dict, optional
     constants : dict, optional
-        As for :func:`to_idata`.
+    priors : dict, optional
+        As for :func:`to_idata`; ``prior`` and ``log_prior`` gain the
+        ``class`` dimension (a weight outside a class's model has
+        ``alpha = inf``, log prior density ``-inf``).
 
     Returns
     -------
@@ -442,6 +566,8 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
     )
     if results[0].sample_stats is not None:
         groups["sample_stats"] = results[0].sample_stats
+    groups.update(_prior_groups(_result_priors(results[0], priors), "categorical",
+                                {"alpha": alpha}, coords, rng))
     for ds in groups.values():
         ds.attrs.update(all_attrs)
     idata = az.InferenceData(**groups)

@@ -464,9 +464,29 @@ def _model_idata(model, result, random_state):
         )
     # The model's scalar data (the hyperprior's rates), as pm.sample stores them.
     constants = {v.name: v.get_value() for v in model.data_vars if np.ndim(v.get_value()) == 0}
+    priors = _model_priors(model, result, constants)
     if isinstance(result, list):  # categorical: one result per class, all on every basis
         classes = json.loads(result[0].stats["classes"])
         return multinomial_idata(result, y=y, Phi=Phi, classes=classes,
-                                 random_state=random_state, constants=constants)
+                                 random_state=random_state, constants=constants, priors=priors)
     return to_idata(result, y=y, Phi=Phi[:, result.support], random_state=random_state,
-                    constants=constants)
+                    constants=constants, priors=priors)
+
+
+def _model_priors(model, result, constants):
+    """The hyperprior of the fitted model, for the prior groups; False where it has none.
+
+    The spec's ``a, b, c, d`` with the rates the model's data hold now
+    (``alpha_rate``, ``beta_rate``, which ``pm.set_data`` may have changed).
+    A model that fixes ``alpha`` or ``beta``, or one written by hand, has no
+    Gamma hyperprior on both: no ``prior`` or ``log_prior`` group.
+    """
+    spec = model_spec(model)
+    if not spec.priors or spec.alpha is not None or spec.beta is not None:
+        return False
+    first = result[0] if isinstance(result, list) else result
+    priors = json.loads(first.stats["priors"])
+    for key, name in (("b", "alpha_rate"), ("d", "beta_rate")):
+        if name in constants:
+            priors[key] = float(constants[name])
+    return priors
