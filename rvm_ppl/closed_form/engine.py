@@ -588,10 +588,10 @@ _BETA, _LOGML, _BETA_MAX = range(3)
 _NOISE, _REFRESH, _POLISH = range(3)
 # Each operation is one call whose arguments are the arrays of the state it
 # needs: were ``st`` live across a call, Numba would count a reference to
-# every array in it, and the operations are inlined into the loop so that the
-# state is not passed from call to call (both cost more than the step of a
-# small model).
-_op = njit(cache=True, error_model="numpy", forceinline=True)
+# every array in it. The operations are compiled once and called, not inlined
+# into the loop: inlining them (LLVM's alwaysinline) made the loop's first
+# compilation take three to four minutes instead of one.
+_op = njit(cache=True, error_model="numpy")
 
 
 @_op
