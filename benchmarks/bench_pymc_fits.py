@@ -63,7 +63,7 @@ def worker_first(cfg, t_process):
         out[f"{name}_fit_s"] = time.perf_counter() - t0
         out[f"{name}_end_s"] = time.perf_counter() - t_process
     out["n_iter"] = int(est.idata_.attrs.get("n_iter", 0))
-    out["divergences"] = int(est.idata_.attrs.get("n_divergent", -1))
+    out["divergences"] = int(est.idata_.attrs.get("n_divergences", -1))
     return out
 
 
@@ -80,8 +80,7 @@ def worker_step(cfg, _):
 
     make, X, y = _problem(cfg["problem"])
     est = make()
-    K = design_matrix(X, X, RBF(est.gamma))
-    Phi = np.hstack([np.ones((len(X), 1)), K])
+    Phi = design_matrix(X, X, RBF(est.gamma))  # the bias and one column per centre
     likelihood = "gaussian" if cfg["problem"] == "sinc" else "bernoulli"
     model = _sampling_model(Phi, y, basis_labels(len(X), bias=True), likelihood, None)
     spec = model.rvm_spec
