@@ -241,9 +241,9 @@ def plot_alpha(
     every fit whose InferenceData has a ``prior`` group, a shaded vertical
     band, labelled "hyperprior", spans the central ``hdi_prob`` interval of
     the hyperprior's log10 alpha (from its ``log_alpha`` draws); the x-range
-    stays that of the posteriors, so the band of a vague hyperprior
+    stays that of the posteriors, and the band of a vague hyperprior
     (``a = 1e-6``, whose central interval lies thousands of decades below)
-    lies outside the plot.
+    is left out, legend entry included.
 
     Parameters
     ----------
@@ -319,7 +319,8 @@ def _hyperprior_bands(ax, idatas, model_names, colors, hdi_prob):
     """Shade the central ``hdi_prob`` interval of each fit's hyperprior on log10 alpha.
 
     The bands are drawn behind everything (``zorder=0``) and do not change
-    the x-range the posteriors set.
+    the x-range the posteriors set; a band wholly outside that range (a vague
+    hyperprior's) is left out, legend entry included.
     """
     with_prior = [k for k, i in enumerate(idatas) if "prior" in i.groups()]
     if not with_prior:
@@ -330,6 +331,8 @@ def _hyperprior_bands(ax, idatas, model_names, colors, hdi_prob):
     for k in with_prior:
         log10 = np.asarray(idatas[k].prior["log_alpha"].values, dtype=float) / np.log(10.0)
         lo, hi = np.nanquantile(log10, [tail, 1.0 - tail])
+        if hi <= xlim[0] or lo >= xlim[1]:
+            continue
         label = "hyperprior" if len(idatas) == 1 else f"hyperprior ({model_names[k]})"
         ax.axvspan(lo, hi, color=colors[k], alpha=0.12, lw=0, zorder=0, label=label)
     ax.set_xlim(xlim)

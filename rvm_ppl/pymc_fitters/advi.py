@@ -10,7 +10,7 @@ its gradient are compiled once per model structure, the data as inputs
 evaluation of them and a few vector operations: the Adam loop is this
 module's own because ``pm.fit`` compiles its step function in every call
 and its step costs several gradients' time (the documentation's Benchmarks
-page, section "Cost per gradient", has both).
+page, "ADVI and NUTS as a user meets them", has both).
 
 Adam with step :data:`ADVI_LEARNING_RATE` = 0.01 (PyMC's default optimiser,
 ``adagrad_window``, leaves its optimum and blows up on this model).
