@@ -136,11 +136,10 @@ def _pytensor_blas():
 
     PyTensor from pip links none and warns that "operations that might benefit
     from BLAS will be severely degraded" the first time a graph rewrite asks.
-    The package compiles its models for NUTS with the NUMBA backend
-    (:data:`COMPILE_MODE`) and runs ADVI on the Python VM
-    (:data:`ADVI_COMPILE_MODE`); both call BLAS through numpy and scipy, so the
-    warning does not concern its fits; it
-    is logged at INFO on the ``rvm_ppl`` logger instead. A C-mode function of
+    The package compiles its models for NUTS and ADVI with the NUMBA backend
+    (:data:`COMPILE_MODE`), which calls BLAS through numpy and scipy, so the
+    warning does not concern its fits; it is logged at INFO on the ``rvm_ppl``
+    logger instead. A C-mode function of
     the user's own is still slow without a BLAS.
     """
     import pytensor
