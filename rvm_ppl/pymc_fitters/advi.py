@@ -143,9 +143,11 @@ class _AdviProgress:
         self.progress.stop()
 
 
-def _flat_layout(model):
-    """``(value variable, name, shape, slice)`` of each free variable in the flat vector."""
-    point = model.initial_point()
+def _flat_layout(model, point):
+    """``(value variable, name, shape, slice)`` of each free variable in the flat vector.
+
+    ``point``: the model's initial point, which gives each variable's shape.
+    """
     layout, i = [], 0
     for v in model.value_vars:
         shape = np.shape(point[v.name])
@@ -162,9 +164,9 @@ def _build_functions(model, var_names, compile_mode):
     from pymc.pytensorf import join_nonshared_inputs
     from pytensor.graph.replace import graph_replace
 
-    layout = _flat_layout(model)
+    point = model.initial_point()  # compiles a function: once per build
+    layout = _flat_layout(model, point)
     value_vars = [v for v, *_ in layout]
-    point = model.initial_point()
     logp = model.logp(jacobian=True)
     grad = pt.concatenate([g.ravel() for g in pt.grad(logp, value_vars)])
     expanded = [v for v in model.unobserved_value_vars
