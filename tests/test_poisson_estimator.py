@@ -276,13 +276,13 @@ def test_sklearn_estimator_checks(estimator, check):
 
 
 @pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning")  # few draws
 def test_nuts_predictions_are_the_mixture_over_draws(tmp_path):
     X, c, s = _counts(5, n=25)
     m = PoissonRVR(gamma=1 / 9, method="nuts", draws=100, tune=200, chains=2,
                    random_state=1, progressbar=False)
-    with pytest.warns(Warning):  # 200 draws: the ESS check warns
-        m.fit(X, np.round(c * 2) / 2, sample_weight=np.full(25, 2.0))
-    assert m.idata_.attrs["target_accept"] == 0.95  # the Poisson default
+    m.fit(X, np.round(c * 2) / 2, sample_weight=np.full(25, 2.0))
+    assert m.idata_.attrs["n_divergences"] == 0
     Xt = np.array([[-3.0], [0.5], [8.0]])
     P = design_matrix(Xt, m.X_fit_, RBF(gamma=1 / 9))
     lam = np.exp(m.result_.w_draws @ P.T)  # (draws, test points)

@@ -77,8 +77,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
     sample_kwargs : dict, optional
         Keyword arguments for :func:`rvm_ppl.pymc_fitters.nuts.fit_nuts` and
         :func:`pymc.sample` (nuts) or :func:`rvm_ppl.pymc_fitters.advi.fit_advi`
-        (advi). nuts's ``target_accept`` defaults to 0.95 for counts
-        (:data:`rvm_ppl.pymc_fitters.nuts.TARGET_ACCEPT_BY_LIKELIHOOD`).
+        (advi).
     Process: randomness, threads and output
     random_state : int, RandomState or None
         Seeds every random draw (PyMC's ``random_seed`` for advi and nuts).
@@ -161,7 +160,8 @@ class PoissonRVR(RegressorMixin, _RVMBase):
     (:func:`rvm_ppl.closed_form.poisson.poisson_mixture_quantiles`).
 
     advi and nuts sample the weights with every ``alpha_m`` integrated out
-    (Student-t priors, Tipping 2001, eq. 32) and draw ``alpha`` exactly
+    (Student-t priors, Tipping 2001, eq. 32), on the axes of the design
+    matrix (its right singular vectors), and draw ``alpha`` exactly
     afterwards (:func:`rvm_ppl.model.build.build_model`, ``"marginal"``).
 
     References
