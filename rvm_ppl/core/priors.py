@@ -160,7 +160,7 @@ def fit_priors(given, likelihood, method, y):
 
 
 def fit_hyperprior(given, likelihood, method, y):
-    """The hyperprior that defines the model a fit by ``method`` approximates, in its units.
+    """Return the hyperprior of the model a fit by ``method`` approximates, in its units.
 
     As :func:`fit_priors`, except that the evidence method without
     hyperpriors (``given`` None) fits the flat limit :data:`FLAT_PRIORS`,

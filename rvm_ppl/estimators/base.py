@@ -223,7 +223,9 @@ class _RVMBase(BaseEstimator):
         return {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
 
     def _identity(self, likelihood, y=None):
-        """What identifies the fitted model beyond its result (:func:`rvm_ppl.output.idata.model_identity`).
+        """Return what identifies the fitted model beyond its result.
+
+        See :func:`rvm_ppl.output.idata.model_identity`.
 
         The hyperprior in the units the fit used (flat for the evidence
         method without one), the scale of the regression targets and the

@@ -390,7 +390,7 @@ class RVR(RegressorMixin, _RVMBase):
             del self.log_evidence_
 
     def _identity(self, likelihood, y=None):
-        """The base's identity; a noise precision held fixed (``fit_noise=False``) is part of it."""
+        """Return the base's identity, with a noise precision held fixed (``fit_noise=False``)."""
         identity = super()._identity(likelihood, y)
         if self.method_ == "evidence" and not self.fit_noise:
             identity["hyperprior"]["beta_fixed"] = float(self.result_.beta)

@@ -264,7 +264,7 @@ def _attrs(result, attrs):
 
 
 def model_identity(result, priors, identity=None, X=None, Phi=None):
-    """The attributes that identify the model a fit approximates (module docstring).
+    """Return the attributes that identify the model a fit approximates (module docstring).
 
     Parameters
     ----------

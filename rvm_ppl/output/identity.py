@@ -1,4 +1,4 @@
-"""One model per comparison: do the fits compared side by side approximate the same model?
+"""One model per comparison: the check that fits compared side by side approximate one model.
 
 Every InferenceData of the package carries the identity of the model its fit
 approximates in its attributes (:func:`rvm_ppl.output.idata.model_identity`):
@@ -50,18 +50,18 @@ class ModelMismatchWarning(UserWarning):
 
 
 def _attrs(idata):
-    """The attributes that carry a fit's identity (every group has them; posterior first)."""
+    """Return the attributes that carry a fit's identity (every group has them)."""
     return {**idata.attrs, **idata.posterior.attrs}
 
 
 def _hyperprior(attrs):
-    """The fit's hyperprior as a dict, or None when it is not recorded."""
+    """Return the fit's hyperprior as a dict, or None when it is not recorded."""
     h = attrs.get("hyperprior")
     return None if h in (None, "unknown") else json.loads(h)
 
 
 def hyperprior_label(idata):
-    """A short label of a fit's hyperprior, with the rates for targets of unit sd.
+    """Return a short label of a fit's hyperprior, with the rates for targets of unit sd.
 
     The rates ``b`` and ``d`` are divided by ``target_scale^2``: the values
     an estimator takes as ``alpha_rate`` and ``beta_rate``.

@@ -68,7 +68,7 @@ NOT_APPLICABLE = "n/a"
 
 
 def verdicts(prior, likelihood, threshold=PSENS_THRESHOLD):
-    """The verdict per entry from the prior and likelihood sensitivities.
+    """Return the verdict per entry from the prior and likelihood sensitivities.
 
     Parameters
     ----------
