@@ -168,7 +168,7 @@ def check_one_model(names, idatas):
             "The fits compared approximate different models: " + "; ".join(differ) + ". "
             "Their alpha are not posteriors of one model; fit every method with the same "
             "kernel and hyperprior (alpha_shape, alpha_rate, beta_shape, beta_rate) to compare "
-            "them.", ModelMismatchWarning, stacklevel=3)
+            "them.", ModelMismatchWarning, stacklevel=4)  # the caller of the comparison
     if hyper_differs:
         return [f"{n} [{hyperprior_label(i)}]" for n, i in zip(names, idatas, strict=True)]
     return names
