@@ -363,3 +363,26 @@ def test_classifier_evidence_and_vb_are_two_models():
     with pytest.warns(ModelMismatchWarning, match="flat in log α"):
         table = alpha_table(fits)
     assert "vb [α ~ Gamma(1e-06, 1e-06)]" in {c[0] for c in table.columns}
+
+
+@pytest.mark.slow
+def test_a_fit_of_the_pymc_model_compares_with_the_estimators(sinc, vb):
+    # build_model's hyperprior is given in the units of y; the estimator's for unit-sd
+    # targets: the same model once scaled, so the comparison neither warns nor labels.
+    import rvm_ppl
+    from rvm_ppl.kernels.kernel import RBF, basis_labels, design_matrix
+    from rvm_ppl.model.build import scale_priors
+
+    X, y = sinc
+    Phi, labels = design_matrix(X, X, RBF(gamma=1 / 9)), basis_labels(len(X))
+    priors = scale_priors({"a": 2.0, "b": 0.5, "c": 2.0, "d": 0.02}, np.std(y))
+    model = rvm_ppl.build_model(Phi, y, basis=labels, priors=priors)
+    idata = rvm_ppl.fit_advi(model, random_seed=0, window=250)
+    assert idata.attrs["basis_hash_of"] == "design" and idata.attrs["target_scale"] == 1.0
+    table = alpha_table({"vb": vb, "pymc": idata})  # filterwarnings = error: no warning
+    assert {c[0] for c in table.columns} == {"vb", "pymc", "all"}
+    other = rvm_ppl.fit_advi(rvm_ppl.build_model(Phi, y, basis=labels), random_seed=0,
+                             window=250)
+    with pytest.warns(ModelMismatchWarning, match="hyperprior"):
+        table = alpha_table({"vb": vb, "pymc": other})
+    assert "pymc [α ~ Gamma(1e-06, 1e-06), β ~ Gamma(1e-06, 1e-06)]" in {c[0] for c in table.columns}

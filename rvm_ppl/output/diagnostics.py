@@ -59,7 +59,12 @@ from scipy import special
 from rvm_ppl.core.fits import as_idata
 from rvm_ppl.core.gaussian import log_evidence_gram
 from rvm_ppl.core.linalg import cholesky_jittered
-from rvm_ppl.output.identity import ModelMismatchWarning, check_one_model, hyperprior_label
+from rvm_ppl.output.identity import (
+    ModelMismatchWarning,
+    check_one_model,
+    hyperprior_label,
+    hyperpriors_differ,
+)
 from rvm_ppl.output.sensitivity import VERDICTS
 
 __all__ = [
@@ -239,8 +244,9 @@ def _idatas(fits):
 
 def _hyperprior_column(idatas):
     """``{name: hyperprior label}`` when the fits' hyperpriors differ, else None."""
-    labels = {name: hyperprior_label(i) for name, i in idatas.items()}
-    return labels if len(set(labels.values())) > 1 else None
+    if not hyperpriors_differ(list(idatas.values())):
+        return None
+    return {name: hyperprior_label(i) for name, i in idatas.items()}
 
 
 def compare_to_reference(fits, reference="nuts", hdi_prob=0.94):

@@ -42,7 +42,7 @@ import numpy as np
 
 from rvm_ppl.core.fits import as_idata
 
-__all__ = ["ModelMismatchWarning", "check_one_model", "hyperprior_label"]
+__all__ = ["ModelMismatchWarning", "check_one_model", "hyperprior_label", "hyperpriors_differ"]
 
 
 class ModelMismatchWarning(UserWarning):
@@ -96,6 +96,22 @@ def hyperprior_label(idata):
 
 def _same_hyperprior(p, q):
     return p.keys() == q.keys() and all(np.isclose(p[k], q[k], rtol=1e-9, atol=0) for k in p)
+
+
+def hyperpriors_differ(idatas):
+    """Whether the recorded hyperpriors of ``idatas`` differ (in the units of each fit).
+
+    Parameters
+    ----------
+    idatas : list of arviz.InferenceData
+
+    Returns
+    -------
+    bool
+        False when at most one fit records its hyperprior.
+    """
+    known = [p for p in (_hyperprior(_attrs(i)) for i in idatas) if p is not None]
+    return any(not _same_hyperprior(known[0], p) for p in known[1:])
 
 
 def _observed(idata):
@@ -157,8 +173,7 @@ def check_one_model(names, idatas):
                    [a.get("basis_hash") if a.get("basis_hash_of") == of else None
                     for a in attrs])
     priors = [_hyperprior(a) for a in attrs]
-    known = [p for p in priors if p is not None]
-    hyper_differs = any(not _same_hyperprior(known[0], p) for p in known[1:])
+    hyper_differs = hyperpriors_differ(idatas)
     if hyper_differs:
         differ.append("hyperprior (" + "; ".join(
             f"{n}: {hyperprior_label(i)}" for n, i, p in zip(names, idatas, priors, strict=True)
