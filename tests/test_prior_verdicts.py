@@ -385,4 +385,5 @@ def test_a_fit_of_the_pymc_model_compares_with_the_estimators(sinc, vb):
                              window=250)
     with pytest.warns(ModelMismatchWarning, match="hyperprior"):
         table = alpha_table({"vb": vb, "pymc": other})
-    assert "pymc [α ~ Gamma(1e-06, 1e-06), β ~ Gamma(1e-06, 1e-06)]" in {c[0] for c in table.columns}
+    names = {c[0] for c in table.columns}
+    assert "pymc [α ~ Gamma(1e-06, 1e-06), β ~ Gamma(1e-06, 1e-06)]" in names
