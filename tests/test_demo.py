@@ -8,6 +8,9 @@ from rvm_ppl import demo
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::rvm_ppl.pymc_fitters.nuts.SamplingWarning")  # 2 x 60 draws
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
+# The demo still compares the plain evidence fit (flat in log alpha) with vb, advi and nuts
+# under Gamma hyperpriors (and, for RVC, two of them): other models, until it fits one.
+@pytest.mark.filterwarnings("ignore::rvm_ppl.output.identity.ModelMismatchWarning")
 def test_demo_writes_its_figures_and_tables(tmp_path):
     demo.main(["--out", str(tmp_path), "--n", "30", "--draws", "60", "--chains", "2"])
     for name in ("alpha_comparison.png", "predictive.png", "classification.png",

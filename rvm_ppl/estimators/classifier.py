@@ -406,7 +406,8 @@ class RVC(ClassifierMixin, _RVMBase):
                 classes=self.classes_, X=self.X_fit_ if self.kernel_ is not None else None,
                 chains=self.chains, draws=self.draws, random_state=_seed(self.random_state),
                 joint_cov=self.joint_cov_, attrs=self._idata_attrs(),
-                priors=fit_priors(self._priors(), "categorical", self.method_, None))
+                priors=fit_priors(self._priors(), "categorical", self.method_, None),
+                identity=self._identity("categorical"))
         if getattr(self, "_idata", None) is None:
             seed = _seed(self.random_state)
             parts = [
@@ -417,7 +418,8 @@ class RVC(ClassifierMixin, _RVMBase):
                          random_state=None if seed is None else seed + k,
                          attrs={**self._idata_attrs(), "classes": json.dumps(
                              [str(c) for c in self.classes_])},
-                         priors=fit_priors(self._priors(), "bernoulli", self.method_, None))
+                         priors=fit_priors(self._priors(), "bernoulli", self.method_, None),
+                         identity=self._identity("bernoulli"))
                 for k, r in enumerate(self.results_)
             ]
             self._idata = parts[0] if len(parts) == 1 else ovr_idata(

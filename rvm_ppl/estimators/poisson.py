@@ -311,6 +311,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
                 draws=self.draws, random_state=_seed(self.random_state),
                 attrs=self._idata_attrs(), offset=_offset(self.exposure_fit_),
                 priors=fit_priors(self._priors(), "poisson", self.method_, None),
+                identity=self._identity("poisson"),
             )
         return self._idata
 

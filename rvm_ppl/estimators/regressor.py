@@ -379,6 +379,13 @@ class RVR(RegressorMixin, _RVMBase):
         self._store_result(result)
         self.beta_ = result.beta
 
+    def _identity(self, likelihood, y=None):
+        """Return the base's identity, with a noise precision held fixed (``fit_noise=False``)."""
+        identity = super()._identity(likelihood, y)
+        if self.method_ == "evidence" and not self.fit_noise:
+            identity["hyperprior"]["beta_fixed"] = float(self.result_.beta)
+        return identity
+
     @property
     def idata_(self):
         """The fit as :class:`arviz.InferenceData` (:mod:`rvm_ppl.output.idata`; built on first access)."""
@@ -391,6 +398,7 @@ class RVR(RegressorMixin, _RVMBase):
                 draws=self.draws, random_state=_seed(self.random_state),
                 attrs=self._idata_attrs(),
                 priors=fit_priors(self._priors(), "gaussian", self.method_, self.y_fit_),
+                identity=self._identity("gaussian", self.y_fit_),
             )
         return self._idata
 
