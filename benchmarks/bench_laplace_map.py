@@ -216,7 +216,7 @@ def part_fixed_point():
             rows.append((seed, name, len(act), f"{d:.3f}", f"{gap:.1e}"))
     heading("The re-estimation's fixed point against the stationary point of the Laplace "
             "evidence (logistic, N = 60, M = 4)", before="\n")
-    print_table(["problem", "hyperprior", "bases", "max |Δ log α|", "objective below optimum"],
+    print_table(["problem", "hyperprior", "bases", "largest Δ log α", "objective below optimum"],
                 rows)
     return out
 
