@@ -358,9 +358,12 @@ class _Confirmed:
     docstring). Where the mode is re-found after every action (``checked``),
     a MAP fit keeps its penalised objective from falling: a re-estimation or
     deletion the exact objective does not confirm is undone at once and the
-    basis is left alone (``refused``) until another step is taken; an
-    addition is checked by the driver (:meth:`objective`), which undoes it
-    with :meth:`delete` and keeps the candidate out until the next deletion.
+    basis is left alone (``refused``) until a basis enters or leaves the
+    model (re-estimations of others leave the refusals standing: the final
+    polish, :func:`polish_map`, moves every ``alpha`` on the exact
+    gradient); an addition is checked by the driver (:meth:`objective`),
+    which undoes it with :meth:`delete` and keeps the candidate out until the
+    next deletion.
     A step is recorded in the traces once confirmed (:meth:`after_step`).
     A subclass provides ``_copy()`` and ``_paste(copy)`` (the model by
     reference: the actions replace arrays and states, never change them),
@@ -399,7 +402,7 @@ class _Confirmed:
         if self.checked:
             self.before = self._copy()
 
-    def _confirm(self, j):
+    def _confirm(self, j, deletion):
         """After a re-estimation or deletion of ``j``: keep it if the objective did not fall."""
         if not self.checked:
             return
@@ -409,7 +412,8 @@ class _Confirmed:
             self.n_refused += 1
         else:
             self.pending = True
-            self.refused.clear()
+            if deletion:
+                self.refused.clear()
 
     def _undo(self):
         """Undo a refused addition for the driver: back to the model before it."""
@@ -582,7 +586,7 @@ class _LaplaceModel(_Confirmed):
         self.alpha = self.alpha.copy()
         self.alpha[pos] = new_alpha
         self.new_mode(self.state.mu, record=self.mark)
-        self._confirm(j)
+        self._confirm(j, deletion=False)
 
     def delete(self, j):
         if self.undoing:
@@ -603,7 +607,7 @@ class _LaplaceModel(_Confirmed):
         self.in_model[j] = False
         if mu is not None:
             self.new_mode(mu, record=self.mark)
-            self._confirm(j)
+            self._confirm(j, deletion=True)
 
     # -- the exact penalised objective (polish_map) ----------------------------------
     def laplace_terms(self):

@@ -559,7 +559,7 @@ class _MultinomialModel(_Confirmed):
         self.walpha = self.walpha.copy()
         self.walpha[self._members(j)] = new_alpha
         self.new_mode(self.state.w, record=self.mark)
-        self._confirm(j)
+        self._confirm(j, deletion=False)
 
     def delete(self, j):
         if self.undoing:
@@ -574,7 +574,7 @@ class _MultinomialModel(_Confirmed):
         self.active.remove(j)
         self.in_model[j] = False
         self.new_mode(w, record=self.mark)
-        self._confirm(j)
+        self._confirm(j, deletion=True)
 
     def snapshot(self):
         return self.state, list(self.active), self.cols, self.cls, self.pos, self.walpha
