@@ -195,6 +195,22 @@ def test_rvc_multinomial_map_evidence(ripley60):
         assert m.log_evidence_ == pytest.approx(ref.log_evidence, rel=1e-10)
 
 
+def test_fit_takes_the_hyperprior_to_the_poisson_evidence_fit():
+    from rvm_ppl.inference.methods import fit
+
+    Phi, t = _kernel_problem(3, 40, "poisson")
+    prior = {"a": 2.0, "b": 1.0}
+    r = fit("evidence", Phi, t, labels=[str(j) for j in range(Phi.shape[1])],
+            likelihood="poisson", priors=prior, max_iter=10_000, tol=1e-3, solver="fast",
+            alignment_test=True, start=None, beta=None, fit_beta=True)
+    ref = fit_evidence_poisson(Phi, t, priors=prior)
+    np.testing.assert_array_equal(r.alpha, ref.alpha)
+    gamma = np.zeros(Phi.shape[1])
+    gamma[ref.active] = 1 - ref.alpha[ref.active] * np.diag(ref.Sigma)
+    np.testing.assert_array_equal(r.relevant, gamma > 0.5)
+    assert r.stats["objective"] == ref.objective
+
+
 def test_priors_for_a_noise_precision_are_refused():
     Phi, t = _kernel_problem(0, 20, "bernoulli")
     with pytest.raises(ValueError, match="no noise precision"):
