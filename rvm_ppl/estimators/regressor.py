@@ -195,7 +195,7 @@ class RVR(RegressorMixin, _RVMBase):
     alpha_i (weight precision)   ``alpha_``, PyMC ``alpha``
     beta = sigma^-2              ``beta_``, PyMC ``beta``
     mu, Sigma                    ``coef_``, ``sigma_``
-    gamma_i = 1 - alpha_i S_ii   relevance rule of vb/advi/nuts
+    gamma_i = 1 - alpha_i S_ii   relevance rule of vb/advi/nuts, MAP evidence
     a, b (Gamma on alpha_i)      ``alpha_shape``, ``alpha_rate``
     c, d (Gamma on beta)         ``beta_shape``, ``beta_rate``
     ===========================  ==========================================
