@@ -55,8 +55,12 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         and nuts take :data:`rvm_ppl.BERNOULLI_PRIORS` (``a = 3, b = 2``:
         every weight a Student-t with 6 degrees of freedom and variance 1;
         :mod:`rvm_ppl.model.build`, "Hyperpriors of the classifier and of
-        counts", says why a proper one); the evidence method maximises the
-        evidence itself and takes none (set either and it raises).
+        counts", says why a proper one); the evidence method without them
+        maximises the evidence itself (type-II maximum likelihood). Setting
+        one (the other then takes :data:`rvm_ppl.DEFAULT_PRIORS`'s 1e-6, as
+        for :class:`RVC`) makes the evidence fit type-II MAP: it maximises
+        the Laplace evidence plus the log hyperprior of every ``log alpha_m``
+        (Tipping 2001, App. A), and its relevance rule is ``E[gamma_m] > 1/2``.
     Method: how the posterior is found
     method : {"evidence", "advi", "nuts"}
         Fitting method; ``"vb"`` is a ``ValueError`` (Bishop & Tipping's
@@ -261,10 +265,6 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         self : PoissonRVR
         """
         method = self._check_method(method)
-        if method == "evidence" and self._priors() is not None:
-            raise ValueError("PoissonRVR's method='evidence' (type-II maximum likelihood) "
-                             "supports no hyperpriors; leave alpha_shape and alpha_rate at None, "
-                             "or use method 'advi' or 'nuts'.")
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
         y = y.astype(np.float64, copy=False)
         if (y < 0).any():
