@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.metrics import d2_tweedie_score
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from rvm_ppl.closed_form.poisson import (
@@ -447,6 +446,8 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         -------
         float
         """
+        from sklearn.metrics import d2_tweedie_score  # its import loads sklearn's callbacks
+
         return float(d2_tweedie_score(y, self.predict(X), sample_weight=sample_weight, power=1))
 
 
