@@ -1,6 +1,7 @@
 """rvm_ppl: the relevance vector machine as one PyMC model, fitted four ways.
 
-``RVR(...).fit(X, y, method=...)`` with ``method`` one of ``"evidence"``
+``RVR(...).fit(X, y, method=...)`` (``RVC`` for classes, ``PoissonRVR`` for
+counts) with ``method`` one of ``"evidence"``
 (type-II maximum likelihood by the fast sequential algorithm), ``"vb"``
 (Bishop & Tipping's variational RVM), ``"advi"`` and ``"nuts"`` (on the
 PyMC model of :func:`build_model`). Every method returns the same
@@ -12,7 +13,7 @@ reference are in :mod:`rvm_ppl.output.diagnostics`.
 
 from importlib.metadata import PackageNotFoundError, version
 
-from rvm_ppl.estimators import RVC, RVR
+from rvm_ppl.estimators import RVC, RVR, PoissonRVR
 from rvm_ppl.kernels.kernel import (
     RBF,
     FunctionKernel,
@@ -35,6 +36,7 @@ except PackageNotFoundError:  # pragma: no cover
 __all__ = [
     "RVR",
     "RVC",
+    "PoissonRVR",
     "RBF",
     "LinearSpline",
     "Polynomial",

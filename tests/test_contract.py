@@ -1,4 +1,4 @@
-"""The scikit-learn contract of RVR and RVC.
+"""The scikit-learn contract of RVR, RVC and PoissonRVR.
 
 Each test reproduces one defect that the estimators' parameters had:
 ``fit(X, y, method=...)`` changed the fit but not ``get_params()``, the
@@ -17,7 +17,7 @@ from sklearn.model_selection import GridSearchCV, KFold
 import rvm_ppl.core.priors as priors_mod
 import rvm_ppl.inference.methods as methods
 import rvm_ppl.model.build as build_mod
-from rvm_ppl import RVC, RVR
+from rvm_ppl import RVC, RVR, PoissonRVR
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc
 from rvm_ppl.kernels.kernel import RBF, design_matrix
 
@@ -204,6 +204,13 @@ GROUPS = {
         ["draws", "tune", "chains", "sample_kwargs"],
         ["random_state", "blas_threads", "progressbar"],
     ],
+    PoissonRVR: [
+        ["kernel", "gamma", "degree", "coef0", "fit_intercept"],
+        ["alpha_shape", "alpha_rate"],
+        ["method", "max_iter", "tol", "alignment_test"],
+        ["draws", "tune", "chains", "sample_kwargs"],
+        ["random_state", "blas_threads", "progressbar"],
+    ],
 }
 
 
@@ -222,7 +229,7 @@ def _documented_groups(cls):
     return groups
 
 
-@pytest.mark.parametrize("cls", [RVR, RVC])
+@pytest.mark.parametrize("cls", [RVR, RVC, PoissonRVR])
 def test_parameters_come_in_groups_in_the_signature_and_the_docstring(cls):
     params = inspect.signature(cls).parameters
     flat = [name for group in GROUPS[cls] for name in group]

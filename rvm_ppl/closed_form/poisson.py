@@ -18,7 +18,14 @@ predictive mean of the count is ``exp(m + s^2 / 2)`` exactly
 (:func:`predict_count_mean`), and the count is Poisson-lognormal: its pmf is
 computed by Gauss-Hermite quadrature over the log rate with
 :data:`GH_NODES` nodes (:func:`predict_count_pmf`), and its quantiles from
-the same quadrature (:func:`predict_count_quantiles`).
+the same quadrature (:func:`predict_count_quantiles`). The quadrature is a
+mixture of Poisson distributions, as are the posterior draws of advi and
+nuts: :func:`poisson_mixture_pmf` and :func:`poisson_mixture_quantiles`
+compute any such mixture's pmf and quantiles exactly.
+
+The counts may be non-negative reals, as scikit-learn's ``PoissonRegressor``
+accepts them: the log likelihood ``t log lambda - lambda - log Gamma(t +
+1)`` is the Poisson one at integers and its continuation between them.
 
 References
 ----------
@@ -63,7 +70,7 @@ def posterior_mode(Phi, t, alpha, offset=None, w0=None, *, max_iter=MAX_POSTMODE
     ----------
     Phi : ndarray of shape (N, M)
     t : ndarray of shape (N,)
-        Counts.
+        Non-negative counts (reals are accepted: see :func:`fit_evidence_poisson`).
     alpha : ndarray of shape (M,)
         Prior precisions (positive and finite).
     offset : ndarray of shape (N,), optional
@@ -86,7 +93,7 @@ def posterior_mode(Phi, t, alpha, offset=None, w0=None, *, max_iter=MAX_POSTMODE
     True
     """
     Phi = np.asarray(Phi, dtype=float)
-    t = check_counts(t, "t")
+    t = check_counts(t, "t", integer=False)
     lik = laplace.PoissonLog(t, check_offset(offset, len(t)))
     w, L, log_lik, _, n_iter, grad_max, ill = laplace.posterior_mode(
         Phi, np.zeros(Phi.shape[1], dtype=int), lik, np.asarray(alpha, dtype=float), w0,
@@ -109,7 +116,11 @@ def fit_evidence_poisson(basis, y, offset=None, *, start=None, max_iter=10_000,
     basis : ndarray of shape (N, M), DenseBasis or KernelBasis
         The candidate basis functions as columns.
     y : ndarray of shape (N,)
-        Non-negative integer counts.
+        Non-negative counts. Non-negative reals are accepted, as scikit-learn's
+        ``PoissonRegressor`` accepts them: the log likelihood ``y log lambda -
+        lambda - log Gamma(y + 1)`` is the Poisson one at integers and its
+        continuation between them, and its gradient and curvature in the log
+        rate are the same.
     offset : ndarray of shape (N,), optional
         Known log exposure added to the log rate: ``log lambda_n = phi_n^T w
         + offset_n``. Default 0.
@@ -157,7 +168,7 @@ def fit_evidence_poisson(basis, y, offset=None, *, start=None, max_iter=10_000,
     """
     if isinstance(basis, np.ndarray):
         basis = DenseBasis(basis)
-    y = check_counts(y)
+    y = check_counts(y, integer=False)
     if len(y) != basis.n_samples:
         raise ValueError(f"y has {len(y)} counts for the {basis.n_samples} rows of the basis.")
     offset = check_offset(offset, len(y))
@@ -250,14 +261,8 @@ def predict_count_pmf(Phi_test_active, mu, Sigma, counts, offset=None, *, n_node
     True
     """
     m, s2 = log_rate_moments(Phi_test_active, mu, Sigma, offset)
-    counts = np.asarray(counts)
-    if counts.ndim != 1 or (counts < 0).any() or (counts != np.round(counts)).any():
-        raise ValueError("counts must be a 1-D array of non-negative integers.")
     eta, log_w = _nodes(m, s2, n_nodes)
-    k = counts[None, None, :]
-    lam = np.exp(eta)[:, :, None]
-    logpmf = stats.poisson.logpmf(k, lam)  # (n, nodes, K)
-    return np.exp(logsumexp(logpmf + log_w[None, :, None], axis=1))
+    return poisson_mixture_pmf(np.exp(eta), np.exp(log_w), counts)
 
 
 def predict_count_quantiles(Phi_test_active, mu, Sigma, q=(0.05, 0.95), offset=None, *,
@@ -289,18 +294,97 @@ def predict_count_quantiles(Phi_test_active, mu, Sigma, q=(0.05, 0.95), offset=N
     >>> (int(lo), int(hi)) == tuple(int(v) for v in poisson.ppf([0.05, 0.95], np.exp(2.0)))
     True
     """
+    m, s2 = log_rate_moments(Phi_test_active, mu, Sigma, offset)
+    eta, log_w = _nodes(m, s2, n_nodes)
+    return poisson_mixture_quantiles(np.exp(eta), np.exp(log_w), q)
+
+
+def _check_mixture(lam, weights):
+    lam = np.atleast_2d(np.asarray(lam, dtype=float))
+    weights = np.asarray(weights, dtype=float)
+    if weights.shape != lam.shape[1:] or (weights < 0).any() \
+            or abs(weights.sum() - 1.0) > 1e-10:
+        raise ValueError(f"weights must be {lam.shape[1]} non-negative numbers summing to 1, "
+                         f"one per component (column of lam); got shape {weights.shape}.")
+    return lam, weights
+
+
+# Entries of (rows, components, counts) that a mixture's pmf evaluates at once.
+_MIXTURE_BLOCK = 2_000_000
+
+
+def poisson_mixture_pmf(lam, weights, counts):
+    """The pmf of a mixture of Poisson distributions, row by row, in log space.
+
+    ``P_n(k) = sum_s w_s Poisson(k | lambda_ns)``: the predictive count of a
+    posterior given by quadrature nodes (:func:`predict_count_pmf`) or by
+    posterior draws of the rate (weights ``1 / S``).
+
+    Parameters
+    ----------
+    lam : ndarray of shape (n, S)
+        The components' rates.
+    weights : ndarray of shape (S,)
+        Non-negative, summing to 1.
+    counts : array-like of int, shape (K,)
+
+    Returns
+    -------
+    ndarray of shape (n, K)
+    """
+    lam, weights = _check_mixture(lam, weights)
+    counts = np.asarray(counts)
+    if counts.ndim != 1 or (counts < 0).any() or (counts != np.round(counts)).any():
+        raise ValueError("counts must be a 1-D array of non-negative integers.")
+    with np.errstate(divide="ignore"):  # a zero weight is log 0
+        log_w = np.log(weights)
+    out = np.empty((lam.shape[0], counts.size))
+    rows = max(1, _MIXTURE_BLOCK // max(1, lam.shape[1] * counts.size))
+    for start in range(0, lam.shape[0], rows):
+        block = lam[start:start + rows, :, None]
+        logpmf = stats.poisson.logpmf(counts[None, None, :], block)  # (rows, S, K)
+        out[start:start + rows] = np.exp(logsumexp(logpmf + log_w[None, :, None], axis=1))
+    return out
+
+
+def poisson_mixture_quantiles(lam, weights, q):
+    """Quantiles of a mixture of Poisson distributions, exactly from its cdf.
+
+    The ``q``-quantile of row ``n`` is the smallest count ``k`` with
+    ``F_n(k) = sum_s w_s PoissonCDF(k | lambda_ns) >= q``. It lies between
+    the smallest and the largest of the components' ``q``-quantiles, and is
+    found by bisection there.
+
+    Parameters
+    ----------
+    lam : ndarray of shape (n, S)
+    weights : ndarray of shape (S,)
+        Non-negative, summing to 1.
+    q : float or sequence of float in (0, 1)
+
+    Returns
+    -------
+    ndarray of int, shape (n, len(q)) (or (n,) for a scalar ``q``)
+
+    Examples
+    --------
+    Half the mass at rate 1 and half at rate 30: the lower quartile is the
+    first component's median, the upper quartile the second's.
+
+    >>> import numpy as np
+    >>> lam = np.array([[1.0, 30.0]])
+    >>> poisson_mixture_quantiles(lam, np.array([0.5, 0.5]), (0.25, 0.75)).tolist()
+    [[1, 30]]
+    """
     qs = np.atleast_1d(np.asarray(q, dtype=float))
     if qs.ndim != 1 or not ((qs > 0) & (qs < 1)).all():
         raise ValueError(f"q must be probabilities in (0, 1); got {q!r}.")
-    m, s2 = log_rate_moments(Phi_test_active, mu, Sigma, offset)
-    eta, log_w = _nodes(m, s2, n_nodes)
-    w = np.exp(log_w)
-    lam = np.exp(eta)
-    out = np.empty((len(m), len(qs)), dtype=np.int64)
+    lam, w = _check_mixture(lam, weights)
+    out = np.empty((lam.shape[0], len(qs)), dtype=np.int64)
     for j, qj in enumerate(qs):
         node_q = stats.poisson.ppf(qj, lam)
-        # Below every node's quantile each node's CDF is < q, so F is too; at the
-        # largest, each is >= q. Bisection keeps F(lo) < q (or lo = -1) and F(hi) >= q.
+        # Below every component's quantile each component's CDF is < q, so F is too; at
+        # the largest, each is >= q. Bisection keeps F(lo) < q (or lo = -1) and F(hi) >= q.
         hi = node_q.max(axis=1)
         lo = node_q.min(axis=1) - 1
         while np.any(hi - lo > 1):

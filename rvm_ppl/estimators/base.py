@@ -143,18 +143,21 @@ class _RVMBase(BaseEstimator):
         return method
 
     def _fit_result(self, method, basis, y, *, labels, likelihood, start=None, beta=None,
-                    fit_beta=True, model_kw=None):
+                    fit_beta=True, model_kw=None, offset=None):
         """Run ``method``'s fitter with this estimator's parameters.
 
-        ``model_kw`` goes to :func:`rvm_ppl.model.build.build_model` (advi, nuts).
+        ``model_kw`` goes to :func:`rvm_ppl.model.build.build_model` (advi, nuts);
+        ``offset`` is the Poisson likelihood's log exposure (evidence, advi, nuts).
         """
         kwargs = dict(labels=labels, likelihood=likelihood, priors=self._priors())
         max_iter = self.max_iter or DEFAULT_MAX_ITER.get(method)
         tol = self.tol or DEFAULT_TOL.get(method)
+        if offset is not None and method in ("advi", "nuts"):
+            model_kw = {**(model_kw or {}), "offset": offset}
         if method == "evidence":
             kwargs.update(max_iter=max_iter, tol=tol, solver=getattr(self, "solver", "fast"),
                           alignment_test=self.alignment_test, start=start, beta=beta,
-                          fit_beta=fit_beta, progressbar=self.progressbar)
+                          fit_beta=fit_beta, progressbar=self.progressbar, offset=offset)
             if likelihood == "gaussian":
                 kwargs["compiled"] = getattr(self, "compiled", "auto")
         elif method == "vb":
@@ -207,6 +210,23 @@ class _RVMBase(BaseEstimator):
         rel = np.flatnonzero(np.any([r.relevant for r in results], axis=0))
         self.relevance_ = rel[rel >= offset] - offset
         self.relevance_vectors_ = None if kernel is None else X[self.relevance_]
+
+    def _store_result(self, result):
+        """The fitted attributes of one result: ``result_``, ``coef_``, ``alpha_``, ...
+
+        RVR and PoissonRVR, which fit one model, store them so.
+        """
+        self.result_ = result
+        self.active_ = result.support
+        self.coef_ = np.zeros(len(result.alpha))
+        self.coef_[result.support] = result.mean
+        self.sigma_ = result.cov
+        self.alpha_ = result.alpha
+        self.n_iter_ = result.stats.get("n_iter")
+        if "log_evidence" in result.stats:
+            self.log_evidence_ = result.stats["log_evidence"]
+        elif hasattr(self, "log_evidence_"):
+            del self.log_evidence_
 
     def _outside_var(self, result, X):
         """``sum_m phi_m(x)^2 v_m`` over the weights outside the model that are not point masses."""

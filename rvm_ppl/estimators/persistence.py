@@ -44,6 +44,7 @@ STATE_GROUP = "estimator_state"
 FORMAT_VERSION = 4
 READABLE_FORMATS = (3, 4)
 _RESULT_ARRAYS = ("support", "mean", "cov", "alpha", "gamma", "relevant")
+_TARGETS = ("y_fit", "counts_fit", "exposure_fit")
 # The classes a file may name, by the name it stores: the package's own
 # kernels, which hold numbers only. FunctionKernel (it holds a function) and
 # every function are left out, so loading a file never calls what it names.
@@ -140,8 +141,9 @@ def _with_state(est):
     idata = est.idata_.copy()
     params = json.dumps({k: _encode_param(v) for k, v in est.get_params(deep=False).items()})
     data = {"X_fit": (("obs_fit", "feature"), est.X_fit_)}
-    if hasattr(est, "y_fit_"):
-        data["y_fit"] = (("obs_fit",), est.y_fit_)
+    for name in _TARGETS:  # RVR's targets; PoissonRVR's counts and exposures
+        if hasattr(est, f"{name}_"):
+            data[name] = (("obs_fit",), getattr(est, f"{name}_"))
     if hasattr(est, "y_codes_"):
         data["y_codes"] = (("obs_fit",), est.y_codes_)
     if hasattr(est, "eta_"):
@@ -330,6 +332,9 @@ def _restore(cls, idata, path):
         joint = state.get("joint_cov")
         est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
                    results, joint_cov=None if joint is None else np.asarray(joint.values))
+    elif "counts_fit" in state:
+        est._store(X, np.asarray(state["counts_fit"].values), kernel, n_extra, method,
+                   results[0], exposure=np.asarray(state["exposure_fit"].values))
     else:
         est._store(X, np.asarray(state["y_fit"].values), kernel, n_extra, method, results[0])
     del idata[STATE_GROUP]

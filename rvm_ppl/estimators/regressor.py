@@ -376,18 +376,8 @@ class RVR(RegressorMixin, _RVMBase):
     def _store(self, X, y, kernel, n_extra, method, result):
         self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=[result])
         self.y_fit_ = y
-        self.result_ = result
-        self.active_ = result.support
-        self.coef_ = np.zeros(len(result.alpha))
-        self.coef_[result.support] = result.mean
-        self.sigma_ = result.cov
-        self.alpha_ = result.alpha
+        self._store_result(result)
         self.beta_ = result.beta
-        self.n_iter_ = result.stats.get("n_iter")
-        if "log_evidence" in result.stats:
-            self.log_evidence_ = result.stats["log_evidence"]
-        elif hasattr(self, "log_evidence_"):
-            del self.log_evidence_
 
     @property
     def idata_(self):

@@ -44,6 +44,7 @@ from rvm_ppl.kernels.basis import DenseBasis
 _log = logging.getLogger("rvm_ppl")
 from rvm_ppl.closed_form.bernoulli import fit_evidence_bernoulli
 from rvm_ppl.closed_form.evidence import fit_evidence_full, fit_evidence_regression
+from rvm_ppl.closed_form.poisson import fit_evidence_poisson
 from rvm_ppl.closed_form.scales import fit_eta_rvm
 from rvm_ppl.closed_form.vb import fit_vb_classification, fit_vb_regression
 from rvm_ppl.core.priors import resolve_priors, scale_priors, target_scale
@@ -101,7 +102,8 @@ def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
 
 
 def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
-                 alignment_test, start, beta, fit_beta, progressbar=False, compiled="auto"):
+                 alignment_test, start, beta, fit_beta, progressbar=False, compiled="auto",
+                 offset=None):
     """Type-II maximum likelihood.
 
     ``solver`` chooses the fast sequential algorithm of Tipping & Faul (2003)
@@ -113,18 +115,25 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     ``progressbar`` shows a live line for a fast fit that runs over two
     seconds. ``compiled``: where the regression's fast solver runs
     (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`).
+    ``offset``: the Poisson likelihood's log exposure
+    (:func:`rvm_ppl.closed_form.poisson.fit_evidence_poisson`).
     """
     if solver not in ("fast", "full"):
         raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
-    if likelihood == "bernoulli":
+    if offset is not None and likelihood != "poisson":
+        raise ValueError(f"offset (a log exposure) belongs to the 'poisson' likelihood; got "
+                         f"likelihood={likelihood!r}.")
+    if likelihood in ("bernoulli", "poisson"):
         if solver != "fast":
-            raise ValueError("The classifier's evidence method has the fast sequential solver "
-                             "only; use solver='fast'.")
+            raise ValueError(f"The {likelihood} likelihood's evidence method has the fast "
+                             "sequential solver only; use solver='fast'.")
         if priors is not None:
-            raise ValueError("method='evidence' with a Bernoulli likelihood supports no "
+            raise ValueError(f"method='evidence' with a {likelihood} likelihood supports no "
                              "hyperpriors; leave priors=None.")
-        res = fit_evidence_bernoulli(basis, y, start=start, max_iter=max_iter, tol=tol,
-                                     alignment_test=alignment_test, progressbar=progressbar)
+        common = dict(start=start, max_iter=max_iter, tol=tol, alignment_test=alignment_test,
+                      progressbar=progressbar)
+        res = (fit_evidence_bernoulli(basis, y, **common) if likelihood == "bernoulli"
+               else fit_evidence_poisson(basis, y, offset, **common))
         return _evidence_result(res, labels, likelihood)
     if priors is not None:
         priors = resolve_priors(priors)
@@ -201,6 +210,11 @@ def fit_vb(basis, y, *, labels, likelihood, priors, max_iter, tol, progressbar=F
     Fitted one basis function at a time (:mod:`rvm_ppl.closed_form.vb`), so a
     lazy kernel basis serves as well as a design matrix.
     """
+    if likelihood not in ("gaussian", "bernoulli"):
+        raise ValueError(
+            f"method='vb' has no bound for the {likelihood} likelihood (Bishop & Tipping's "
+            "variational RVM is for the Gaussian and, with the Jaakkola-Jordan bound, the "
+            "Bernoulli likelihood); use method 'evidence', 'advi' or 'nuts'.")
     p = resolve_priors(priors)
     if isinstance(basis, np.ndarray):
         basis = DenseBasis(basis)

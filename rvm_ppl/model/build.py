@@ -31,8 +31,10 @@ Three parameterisations describe the same joint distribution:
     *Classification and counts*: ``alpha`` integrated out, so that every weight has
     the Student-t prior of Tipping (2001), eq. (32),
     ``w_m ~ t_{2a}(0, sqrt(b / a))``, sampled on the scale
-    ``v_m = asinh(w_m / sqrt(2 b))`` (the ``ScaledAsinh`` transform); ``alpha`` is
-    drawn afterwards from its conditional
+    ``v_m = asinh(w_m / sqrt(2 b))`` (the ``ScaledAsinh`` transform; for
+    counts on the axes ``u = V^T w`` of ``Phi = U S V^T`` instead, the
+    ``Rotation`` transform: see "Hyperpriors of the classifier and of
+    counts" below); ``alpha`` is drawn afterwards from its conditional
     ``alpha_m | w_m ~ Gamma(a + 1/2, b + w_m^2 / 2)``
     (:func:`alpha_given_weights`).
 ``"centered"``
@@ -83,13 +85,21 @@ allows factors of ``e`` in the rate per unit of basis output, and the
 targets' scale (counts are not rescaled) does not enter.
 
 Unlike the logistic curvature (at most 1/4), the Poisson curvature
-``exp(eta)`` grows with the rate: with large counts on a kernel basis of
-many nearly collinear columns the posterior is narrow along some
-directions and its curvature changes along a trajectory, and NUTS at the
-default ``target_accept`` can take a few divergent transitions in each of
-the three forms (most in the non-centred one). ``fit_nuts(model,
-target_accept=0.95)`` removes them; the marginal form stays the default,
-as for the classifier, with no ``alpha`` to sample.
+``exp(eta)`` grows with the rate: with counts of tens on a kernel basis of
+many nearly collinear columns the likelihood's curvature in ``w``,
+``Phi^T diag(lambda) Phi``, has a few eigenvalues thousands of times larger
+than the prior's, along sums of neighbouring columns, and small ones along
+their differences. A diagonal mass matrix cannot match those oblique axes:
+NUTS on the per-weight ``ScaledAsinh`` scale took small steps, hundreds per
+draw, and at ``target_accept = 0.8`` divergent transitions (in each of the three forms, most in the non-centred
+one). The marginal Poisson model therefore samples ``w`` on the axes of the
+design matrix, ``u = V^T w`` with ``Phi = U S V^T`` (the ``Rotation``
+transform of :mod:`rvm_ppl.model.transforms`): ``Phi w = U S u``, so each
+coordinate's scale is set by one singular value and the diagonal mass
+matrix learns it. The map is orthogonal (Jacobian 1) and fixed at the
+training ``Phi``, so the model and its posterior are the same; only the
+sampler's coordinates change. The runs are in the documentation's Defaults
+and why page, section "NUTS and ADVI on the PyMC model".
 """
 
 from __future__ import annotations
@@ -114,7 +124,7 @@ from rvm_ppl.model.marginal import (
     lowrank_marginal_loglike,
     use_low_rank,
 )
-from rvm_ppl.model.transforms import scaled_asinh_class
+from rvm_ppl.model.transforms import rotation_class, scaled_asinh_class
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
 LIKELIHOODS = ("gaussian", "bernoulli", "categorical", "poisson")
@@ -241,7 +251,8 @@ def build_model(
         posterior proper), ``alpha`` integrated out as for ``"bernoulli"``
         (:mod:`rvm_ppl.model.categorical`). Marginal form only.
         ``"poisson"``: ``y_n ~ Poisson(exp(phi_n^T w + offset_n))``, with
-        the Bernoulli likelihood's three forms and hyperprior.
+        the Bernoulli likelihood's three forms and hyperprior (the marginal
+        form sampled on the right singular vectors of ``Phi``).
     basis : list of str, optional
         Labels of the basis functions (coordinate ``basis``); default
         ``"phi_0", "phi_1", ...``.
@@ -391,10 +402,12 @@ def build_model(
         offset_d = None if offset is None else pm.Data("offset", offset)
         if student_t:
             # Tipping (2001) eq. (32): alpha_m ~ Gamma(a, b) integrated out.
-            w = pm.StudentT(
-                "w", nu=2 * p["a"], mu=0.0, sigma=np.sqrt(p["b"] / p["a"]), dims="basis",
-                transform=scaled_asinh_class()(np.sqrt(2 * p["b"])),
-            )
+            if likelihood == "poisson":  # sampled on Phi's right singular vectors
+                transform = rotation_class()(_right_singular_vectors(Phi))
+            else:
+                transform = scaled_asinh_class()(np.sqrt(2 * p["b"]))
+            w = pm.StudentT("w", nu=2 * p["a"], mu=0.0, sigma=np.sqrt(p["b"] / p["a"]),
+                            dims="basis", transform=transform)
             _observe_glm(likelihood, Phi_d @ w, y_d, n_rows, offset_d)
             model.rvm_spec = spec
             return model
@@ -478,6 +491,11 @@ def _observe_glm(likelihood, f, observed, n_rows, offset):
         return _bernoulli_logit("y", f, observed, n_rows)  # Tipping (2001) eq. (23)
     eta = f if offset is None else f + offset
     return pm.Poisson("y", mu=pt.exp(eta), observed=observed, shape=n_rows)
+
+
+def _right_singular_vectors(Phi):
+    """``V`` (M x M, orthogonal) of ``Phi = U S V^T``, the sampling axes of the Poisson weights."""
+    return np.linalg.svd(Phi, full_matrices=True)[2].T
 
 
 def _categorical_model(Phi, y, *, basis, priors, shared_alpha, classes, parameterization,

@@ -1,4 +1,4 @@
-"""Sampling scales for the model's precisions and Student-t weights (PyMC transforms).
+"""Sampling scales and axes for the model's precisions and Student-t weights (PyMC transforms).
 
 Each transform class is defined on first use, so importing this module needs no PyMC.
 """
@@ -139,3 +139,39 @@ def radial_asinh_class():
             return K * np.log(self.c) + log_cosh + (K - 1) * log_sinhc
 
     return RadialAsinh
+
+
+@functools.cache
+def rotation_class():
+    """Define the ``Rotation`` transform on first use (no PyMC import at module load)."""
+    import pytensor.tensor as pt
+    from pymc.logprob.transforms import Transform
+
+    class Rotation(Transform):
+        """``u = V^T w`` on the last axis, ``V`` orthogonal: the weights on other axes.
+
+        With ``V`` the right singular vectors of the design matrix, ``Phi w =
+        U S u``: the likelihood's curvature in ``u`` is ``S U^T B U S``, nearly
+        diagonal, with the scale of each direction set by one singular value,
+        which a diagonal mass matrix learns; in ``w`` the same curvature is a
+        dense matrix whose few large eigenvalues lie along sums of nearly
+        collinear kernel columns. The map is exact and its Jacobian is 1;
+        only the sampler's coordinates change. ``V`` is a constant of the
+        graph (a ``pm.Data`` inside a transform breaks PyMC's graph rewrites).
+        """
+
+        name = "rotation"
+
+        def __init__(self, V):
+            self.V = pt.as_tensor_variable(V)
+
+        def forward(self, value, *inputs):
+            return pt.dot(value, self.V)
+
+        def backward(self, value, *inputs):
+            return pt.dot(value, self.V.T)
+
+        def log_jac_det(self, value, *inputs):
+            return pt.zeros_like(value)
+
+    return Rotation

@@ -13,7 +13,9 @@ layout, following ArviZ's schema:
     the point estimates repeated. vb: draws from ``Q(w) Q(alpha) Q(beta)``.
 ``log_likelihood``
     ``y`` (chain, draw, obs): ``log p(t_n | w, beta)`` at every draw, so that
-    ``az.loo``, ``az.waic`` and ``az.compare`` work across the methods.
+    ``az.loo``, ``az.waic`` and ``az.compare`` work across the methods. For
+    the Poisson likelihood ``t_n`` is the count and its log rate
+    ``phi_n^T w + offset_n``.
 ``posterior_predictive``
     ``y`` (chain, draw, obs): one replicate of the targets per draw, for
     ``az.plot_ppc``.
@@ -24,7 +26,8 @@ layout, following ArviZ's schema:
     (:func:`rvm_ppl.fit_nuts`, :func:`rvm_ppl.fit_advi`) also the model's
     scalar data, the hyperprior's rates ``alpha_rate`` and ``beta_rate``, as
     ``pm.sample`` stores them: :func:`pymc.sample_posterior_predictive` then
-    knows they did not change.
+    knows they did not change. The Poisson likelihood's log exposure
+    ``offset`` (obs) when there is one.
 ``fit``
     What the method computed in closed form, on the kept bases: ``mean``
     (basis) and ``cov`` (basis, basis_col) of the weights; its objective
@@ -93,6 +96,10 @@ from scipy.special import gammaln, log_expit, log_softmax
 
 POINTWISE_MAX = 5_000_000
 
+# A replicate count is drawn at most at this rate: numpy's Poisson sampler refuses rates
+# above about 9.2e18, which a draw far in a weight's tail can reach.
+POISSON_RATE_MAX = 1e18
+
 # Draws in the prior group: enough for its central 94 % band and ArviZ's
 # prior-posterior plots, few enough to add little to every InferenceData.
 PRIOR_DRAWS = 500
@@ -136,12 +143,21 @@ def _pointwise(likelihood, f, y, beta, rng):
     """Pointwise log-likelihood and one replicate of ``y`` per draw of the latent ``f = Phi w``.
 
     Gaussian: ``log N(t_n | phi_n^T w, 1/beta)`` (Tipping 2001, eq. 4);
-    Bernoulli: ``t_n log sigma(f_n) + (1 - t_n) log sigma(-f_n)`` (eq. 23).
+    Bernoulli: ``t_n log sigma(f_n) + (1 - t_n) log sigma(-f_n)`` (eq. 23);
+    Poisson: ``t_n eta_n - exp(eta_n) - log Gamma(t_n + 1)`` with the log rate
+    ``eta = f`` plus the offset (added by the caller), the Poisson log pmf at
+    integer counts (and its continuation at real ones, which only the
+    evidence method fits).
     """
     if likelihood == "gaussian":
         b = beta[..., None]
         loglik = 0.5 * (np.log(b) - np.log(2 * np.pi) - b * (y - f) ** 2)
         rep = f + rng.standard_normal(f.shape) / np.sqrt(b)
+    elif likelihood == "poisson":
+        with np.errstate(over="ignore"):  # a draw's rate may overflow: log likelihood -inf
+            lam = np.exp(f)
+        loglik = y * f - lam - gammaln(y + 1.0)
+        rep = rng.poisson(np.minimum(lam, POISSON_RATE_MAX))
     else:
         loglik = np.where(y > 0, log_expit(f), log_expit(-f))
         rep = (rng.random(f.shape) < np.exp(log_expit(f))).astype(np.int64)
@@ -244,7 +260,7 @@ def _attrs(result, attrs):
 
 
 def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=None,
-             attrs=None, extra_groups=None, constants=None, priors=None):
+             attrs=None, extra_groups=None, constants=None, priors=None, offset=None):
     """Assemble the package's InferenceData from a fit.
 
     Parameters
@@ -272,6 +288,9 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
         in the units of ``y``, for the ``prior`` and ``log_prior`` groups;
         default: ``result.stats["priors"]`` (advi, nuts), else no such groups;
         False: no such groups (a model without Gamma hyperpriors on both).
+    offset : ndarray of shape (N,), optional
+        The Poisson likelihood's log exposure, added to ``Phi w`` in the
+        pointwise groups and stored in ``constant_data`` as ``offset``.
 
     Returns
     -------
@@ -304,9 +323,12 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     }
     n_points = n_chain * n_draw * y.shape[0]
     degenerate = result.beta is not None and not np.isfinite(result.beta)  # constant targets
-    if Phi is not None and result.likelihood in ("gaussian", "bernoulli") and not degenerate:
+    if Phi is not None and result.likelihood in ("gaussian", "bernoulli", "poisson") \
+            and not degenerate:
         if n_points <= POINTWISE_MAX:
             f = result.latent_draws(Phi, post_draws["w"])  # (chain, draw, obs)
+            if offset is not None:
+                f = f + offset
             loglik, rep = _pointwise(result.likelihood, f, y, post_draws.get("beta"), rng)
             pdims = ("chain", "draw", "obs")
             pcoords = {"chain": coords["chain"], "draw": coords["draw"], "obs": obs}
@@ -317,7 +339,7 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
             all_attrs["pointwise"] = (
                 f"omitted: chains x draws x N = {n_points} > {POINTWISE_MAX}; fit with fewer draws"
             )
-    groups.update(_constant_data(X, obs, constants))
+    groups.update(_constant_data(X, obs, constants, offset))
     fit_coords = {"basis": kept, "basis_col": kept, "candidate": labels}
     groups["fit"] = xr.Dataset(
         {
@@ -453,7 +475,7 @@ def _multinomial_draws(results, support, chains, draws, joint_cov, rng):
     return W, alpha
 
 
-def _constant_data(X, obs, constants):
+def _constant_data(X, obs, constants, offset=None):
     """The ``constant_data`` group (as a one-entry dict), or no group when there is nothing."""
     import xarray as xr
 
@@ -462,6 +484,9 @@ def _constant_data(X, obs, constants):
         X = np.asarray(X)
         data["X"] = (("obs", "feature"), X)
         coords = {"obs": obs, "feature": np.arange(X.shape[1])}
+    if offset is not None:
+        data["offset"] = (("obs",), np.asarray(offset, dtype=float))
+        coords["obs"] = obs
     data.update({name: ((), np.asarray(value)) for name, value in (constants or {}).items()})
     return {"constant_data": xr.Dataset(data, coords=coords)} if data else {}
 

@@ -338,8 +338,13 @@ def _posterior(fns, data, model, z):
 
 def _variational_parameters(fns, q, model):
     """Means and sds of the variational Gaussian, in unconstrained space, for the fit group."""
-    dims = {model.rvs_to_values[rv].name: model.named_vars_to_dims.get(rv.name, ())
-            for rv in model.free_RVs}
+    dims = {}
+    for rv in model.free_RVs:
+        rv_dims = model.named_vars_to_dims.get(rv.name, ())
+        if getattr(model.rvs_to_transforms.get(rv), "name", None) == "rotation":
+            # u = V^T w (the Poisson weights): its coordinates are axes, not basis functions
+            rv_dims = tuple("axis" if d == "basis" else d for d in rv_dims)
+        dims[model.rvs_to_values[rv].name] = rv_dims
     mean, sd = q.mean_sd()
     out = {}
     for name, shape, sl in fns.layout:

@@ -468,8 +468,9 @@ def _model_idata(model, result, random_state):
         classes = json.loads(result[0].stats["classes"])
         return multinomial_idata(result, y=y, Phi=Phi, classes=classes,
                                  random_state=random_state, constants=constants, priors=priors)
+    offset = _data(model, "offset") if "offset" in model.named_vars else None
     return to_idata(result, y=y, Phi=Phi[:, result.support], random_state=random_state,
-                    constants=constants, priors=priors)
+                    constants=constants, priors=priors, offset=offset)
 
 
 def _model_priors(model, result, constants):
