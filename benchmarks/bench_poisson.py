@@ -543,7 +543,7 @@ def main():
     p.add_argument("--calibration-pymc-sizes", type=int, nargs="+", default=[100])
     p.add_argument("--calibration-seeds", type=int, nargs="+", default=list(range(10)),
                    help="seeds of the evidence fits in the calibration part")
-    p.add_argument("--gammas", type=float, nargs="+", default=[0.01, 0.03, 0.1, 0.3],
+    p.add_argument("--gammas", type=float, nargs="+", default=[1e-4, 3e-4, 1e-3, 3e-3, 0.01, 0.03, 0.1, 0.3],
                    help="RBF gamma grid of the real part's CV")
     p.add_argument("--ridge-alphas", type=float, nargs="+",
                    default=[1e-4, 1e-3, 1e-2, 1e-1],
