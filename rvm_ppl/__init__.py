@@ -24,6 +24,7 @@ from rvm_ppl.kernels.kernel import (
 )
 from rvm_ppl.model.build import BERNOULLI_PRIORS, DEFAULT_PRIORS, build_model
 from rvm_ppl.output.diagnostics import ApproximationWarning
+from rvm_ppl.output.identity import ModelMismatchWarning
 from rvm_ppl.pymc_fitters.advi import fit_advi
 from rvm_ppl.pymc_fitters.nuts import SamplingWarning, fit_nuts
 from rvm_ppl.pymc_fitters.results import softplus_precisions
@@ -49,6 +50,7 @@ __all__ = [
     "softplus_precisions",
     "SamplingWarning",
     "ApproximationWarning",
+    "ModelMismatchWarning",
     "BERNOULLI_PRIORS",
     "DEFAULT_PRIORS",
     "__version__",

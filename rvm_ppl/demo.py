@@ -14,6 +14,11 @@ Run as ``python -m rvm_ppl.demo --out out``. Writes
 * ``methods.md``: per data set, fit time, the fit's accuracy (RMS to the
   true function; test error and log loss), relevance vectors, noise
   estimate (regression), and each method's own diagnostics.
+
+Each comparison is of one model: the four methods fit the same hyperprior
+(:data:`COMPARED`; the evidence method is then type-II MAP), and the classic
+sparse fit, type-II maximum likelihood flat in ``log alpha``, is shown beside
+it in the tables (not in the comparisons).
 """
 
 from __future__ import annotations
@@ -24,8 +29,17 @@ import os
 import time
 import warnings
 from pathlib import Path
+from types import MappingProxyType
 
 METHODS = ("evidence", "vb", "advi", "nuts")
+# The hyperprior every method of a comparison fits, as the estimators' parameters:
+# the package defaults of vb, advi and nuts (DEFAULT_PRIORS for regression,
+# BERNOULLI_PRIORS for the classifier).
+COMPARED = MappingProxyType({
+    "sinc": MappingProxyType(dict(alpha_shape=1e-6, alpha_rate=1e-6, beta_shape=1e-6, beta_rate=1e-6)),
+    "ripley": MappingProxyType(dict(alpha_shape=3.0, alpha_rate=2.0)),
+})
+CLASSIC = "evidence, flat (classic)"  # the row of the plain type-II ML fit beside a comparison
 
 
 def _diagnostics(method, model):
@@ -45,12 +59,12 @@ def _diagnostics(method, model):
     return "log evidence " + ", ".join(f"{v:.1f}" for v in np.ravel(model.log_evidence_))
 
 
-def _row(method, model, seconds, scores, extra=()):
-    """``| method | time | *scores | relevance vectors | sum E[gamma] | *extra | diagnostics |``."""
+def _row(method, model, seconds, scores, extra=(), label=None):
+    """``| label | time | *scores | relevance vectors | sum E[gamma] | *extra | diagnostics |``."""
     import numpy as np
 
     gamma = model.idata_.relevance["gamma"].values
-    cells = [method, f"{seconds:.2f}", *scores, str(len(model.relevance_)),
+    cells = [label or method, f"{seconds:.2f}", *scores, str(len(model.relevance_)),
              f"{float(np.sum(gamma)):.1f}", *extra, _diagnostics(method, model)]
     return "| " + " | ".join(cells) + " |"
 
@@ -68,11 +82,12 @@ def _summary(models, seconds, X_test, y_test):
     """:func:`rvm_ppl.output.diagnostics.summary_table` of the fits, as a markdown table."""
     import numpy as np
 
-    from rvm_ppl.output.diagnostics import summary_table
+    from rvm_ppl.output.diagnostics import ApproximationWarning, summary_table
 
     with warnings.catch_warnings():
         # k-hat > 0.7 and LOO's Pareto-k warnings: the table's columns say so.
-        warnings.simplefilter("ignore")
+        warnings.simplefilter("ignore", ApproximationWarning)
+        warnings.filterwarnings("ignore", message=".*Pareto", category=UserWarning)
         table = summary_table(models, reference="nuts", X_test=X_test, y_test=y_test,
                               fit_times=seconds)
     columns = [c for c in ("fit_time_s", "khat", "khat_diagnosis", "w1_log10_alpha",
@@ -164,11 +179,15 @@ def main(argv=None):
     X, y = make_sinc(args.n, random_state=args.seed)
     Xt = np.linspace(-10, 10, 1000)[:, None]
     truth = sinc(Xt[:, 0])
-    models, seconds = _fit_all(lambda method: RVR(gamma=1 / 9, **options(method)), X, y)
+    models, seconds = _fit_all(lambda method: RVR(gamma=1 / 9, **COMPARED["sinc"], **options(method)),
+                               X, y)
+    classic, classic_s = _fit_all(lambda method: RVR(gamma=1 / 9), X, y, methods=("evidence",))
     rows = []
-    for method, model in models.items():
+    for label, method, model, sec in [*((m, m, f, seconds[m]) for m, f in models.items()),
+                                      (CLASSIC, "evidence", classic["evidence"], classic_s["evidence"])]:
         rms = float(np.sqrt(np.mean((model.predict(Xt) - truth) ** 2)))
-        rows.append(_row(method, model, seconds[method], [f"{rms:.4f}"], [f"{1 / np.sqrt(model.beta_):.4f}"]))
+        rows.append(_row(method, model, sec, [f"{rms:.4f}"], [f"{1 / np.sqrt(model.beta_):.4f}"],
+                         label=label))
 
     idatas = _alpha_figure(models, out / "alpha_comparison.png",
                            f"What each method says about alpha (noisy sinc, N = {args.n})")
@@ -187,7 +206,7 @@ def main(argv=None):
                     "effective parameters (sum E[gamma])", "noise sd", "diagnostics"], rows)
     alpha = alpha_table(idatas).round(2).to_markdown() if _has_tabulate() else alpha_table(idatas).round(2).to_string()
     loo = _summary(models, seconds, Xt, sinc(Xt[:, 0]) + 0.1 * np.random.default_rng(1).standard_normal(len(Xt)))
-    regression = (f"# Noisy sinc, N = {args.n}, RBF r = 3\n\n{table}\n"
+    regression = (f"# Noisy sinc, N = {args.n}, RBF r = 3\n\n{_hyperprior_line(COMPARED['sinc'])}\n\n{table}\n"
                   f"## Did the approximations work? (rvm_ppl.output.diagnostics.summary_table)\n\n{loo}\n"
                   f"## log10 alpha of the bases relevant to any method\n\n{alpha}\n")
     print(table)
@@ -197,14 +216,21 @@ def main(argv=None):
     Xr, yr, Xrt, yrt = load_ripley()
     idx = np.random.default_rng(args.seed).choice(250, 100, replace=False)
     Xr, yr = Xr[idx], yr[idx]
-    classifiers, seconds = _fit_all(lambda method: RVC(gamma=4.0, **options(method)), Xr, yr)
-    rows = []
-    fig, axes = plt.subplots(2, 2, figsize=(11, 9), sharex=True, sharey=True)
-    for ax, (method, clf) in zip(axes.ravel(), classifiers.items()):
+    classifiers, seconds = _fit_all(
+        lambda method: RVC(gamma=4.0, **COMPARED["ripley"], **options(method)), Xr, yr)
+    classic, classic_s = _fit_all(lambda method: RVC(gamma=4.0), Xr, yr, methods=("evidence",))
+
+    def scores(clf):
         error = 1.0 - clf.score(Xrt, yrt)
         # Mean negative log predictive probability of the true class.
         loss = log_loss(yrt, clf.predict_proba(Xrt), labels=clf.classes_)
-        rows.append(_row(method, clf, seconds[method], [f"{100 * error:.1f}%", f"{loss:.4f}"]))
+        return error, [f"{100 * error:.1f}%", f"{loss:.4f}"]
+
+    rows = []
+    fig, axes = plt.subplots(2, 2, figsize=(11, 9), sharex=True, sharey=True)
+    for ax, (method, clf) in zip(axes.ravel(), classifiers.items()):
+        error, cells = scores(clf)
+        rows.append(_row(method, clf, seconds[method], cells))
         plot_decision(clf, Xr, yr, relevance=clf.relevance_, ax=ax,
                       relevance_kwargs={"label": "relevance vectors"})
         ax.get_legend().remove()  # one legend for all panels, below them
@@ -224,17 +250,31 @@ def main(argv=None):
                            "What each method says about alpha (Ripley, N = 100)")
     loo = _summary(classifiers, seconds, Xrt, yrt)
 
+    rows.append(_row("evidence", classic["evidence"], classic_s["evidence"],
+                     scores(classic["evidence"])[1], label=CLASSIC))
     table = _table(["method", "fit time (s)", "test error (1000 points)",
                     "test log loss", "relevance vectors",
                     "effective parameters (sum E[gamma])", "diagnostics"], rows)
     (out / "methods.md").write_text(
-        f"{regression}\n# Ripley's synthetic data, 100 training points, RBF r = 0.5\n\n{table}\n"
+        f"{regression}\n# Ripley's synthetic data, 100 training points, RBF r = 0.5\n\n"
+        f"{_hyperprior_line(COMPARED['ripley'])}\n\n{table}\n"
         f"## Did the approximations work? (rvm_ppl.output.diagnostics.summary_table)\n\n{loo}"
     )
     print(table)
     print(loo)
     written = ["alpha_comparison.png", "predictive.png", "classification.png", "alpha_comparison_ripley.png"]
     print(f"wrote {', '.join(str(out / f) for f in written)} and {out / 'methods.md'}")
+
+
+def _hyperprior_line(params):
+    """One sentence naming the hyperprior the comparison fits."""
+    text = f"Gamma({params['alpha_shape']:g}, {params['alpha_rate']:g}) on every alpha"
+    if "beta_shape" in params:  # the regression's rates are stated for targets of unit sd
+        text += (f", Gamma({params['beta_shape']:g}, {params['beta_rate']:g}) on beta "
+                 "(rates for targets of unit standard deviation)")
+    return (f"All four methods fit one model: {text}; "
+            f"the evidence method is type-II MAP under it. \"{CLASSIC}\" is type-II maximum "
+            "likelihood flat in log alpha, the classic sparse RVM, shown beside the comparison.")
 
 
 def _has_tabulate():

@@ -328,11 +328,20 @@ def _hyperprior_bands(ax, idatas, model_names, colors, hdi_prob):
     ax.autoscale_view()
     xlim = ax.get_xlim()
     tail = (1.0 - hdi_prob) / 2
+    # Fits of one hyperprior (the model's identity, rvm_ppl.output.idata) share one band.
+    groups = {}
     for k in with_prior:
+        groups.setdefault(idatas[k].attrs.get("hyperprior", k), []).append(k)
+    for members in groups.values():
+        k = members[0]
         log10 = np.asarray(idatas[k].prior["log_alpha"].values, dtype=float) / np.log(10.0)
         lo, hi = np.nanquantile(log10, [tail, 1.0 - tail])
         if hi <= xlim[0] or lo >= xlim[1]:
             continue
-        label = "hyperprior" if len(idatas) == 1 else f"hyperprior ({model_names[k]})"
-        ax.axvspan(lo, hi, color=colors[k], alpha=0.12, lw=0, zorder=0, label=label)
+        if len(groups) == 1:
+            label, color = "hyperprior", "0.5"
+        else:
+            label = f"hyperprior ({', '.join(model_names[j] for j in members)})"
+            color = colors[k]
+        ax.axvspan(lo, hi, color=color, alpha=0.12, lw=0, zorder=0, label=label)
     ax.set_xlim(xlim)

@@ -160,3 +160,40 @@ def log_evidence_eta(X, t, log_eta, *, centres, fixed, alpha, beta):
         np.asarray(t, dtype=float),
     )
     return float(value), np.asarray(grad, dtype=float)
+
+
+def laplace_log_evidence_tight(Phi, t, alpha):
+    """Laplace log evidence of the Bernoulli RVM, the mode by Newton's method to ``|g| < 1e-12``.
+
+    Written without the package's code, to the precision a stationary point in
+    ``log alpha`` needs (the package's mode search stops at ``|g| < 1e-6``).
+    """
+    from scipy.special import expit
+
+    w = np.zeros(Phi.shape[1])
+    for _ in range(100):
+        y = expit(Phi @ w)
+        g = Phi.T @ (t - y) - alpha * w
+        H = (Phi * (y * (1 - y))[:, None]).T @ Phi + np.diag(alpha)
+        if np.max(np.abs(g)) < 1e-12:
+            break
+        w = w + np.linalg.solve(H, g)
+    a = Phi @ w
+    log_lik = np.sum(t * a - np.logaddexp(0.0, a))
+    return (log_lik - 0.5 * np.sum(alpha * w**2) + 0.5 * np.sum(np.log(alpha))
+            - 0.5 * np.linalg.slogdet(H)[1])
+
+
+def penalised_laplace_map(Phi, t, log_alpha0, a, b):
+    """Maximise the Laplace evidence plus ``sum (a log alpha - b alpha)`` over ``log alpha`` (BFGS).
+
+    Tipping (2001), eq. (36) with :func:`laplace_log_evidence_tight`; every
+    column of ``Phi`` is in the model. Returns the maximiser and the maximum.
+    """
+    from scipy import optimize
+
+    def neg(la):
+        return -(laplace_log_evidence_tight(Phi, t, np.exp(la)) + np.sum(a * la - b * np.exp(la)))
+
+    opt = optimize.minimize(neg, log_alpha0, method="BFGS", options={"gtol": 1e-10})
+    return opt.x, -opt.fun

@@ -152,8 +152,15 @@ def test_flat_hyperprior_of_the_classifier_fits_what_the_dict_fitted(ripley):
     m = RVC(kernel="precomputed", method="vb", alpha_shape=2.0, alpha_rate=0.5)
     m.fit(Phi[:, 1:], y)
     np.testing.assert_array_equal(m.alpha_[0], expected.alpha)
-    with pytest.raises(ValueError, match="supports no hyperpriors.*alpha_shape and alpha_rate"):
-        RVC(alpha_rate=1.0).fit(X, y)
+    # The evidence fit (type-II MAP under the hyperprior) likewise.
+    expected = methods.fit_evidence(Phi, y.astype(float), labels=labels, likelihood="bernoulli",
+                                    priors={"a": 2.0, "b": 0.5},
+                                    max_iter=methods.DEFAULT_MAX_ITER["evidence"],
+                                    tol=methods.DEFAULT_TOL["evidence"], solver="fast",
+                                    alignment_test=True, start=None, beta=None, fit_beta=True)
+    m = RVC(kernel="precomputed", alpha_shape=2.0, alpha_rate=0.5).fit(Phi[:, 1:], y)
+    np.testing.assert_array_equal(m.alpha_[0], expected.alpha)
+    assert not np.array_equal(m.alpha_[0], RVC(kernel="precomputed").fit(Phi[:, 1:], y).alpha_[0])
 
 
 class _Built(Exception):

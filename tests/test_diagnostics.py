@@ -16,7 +16,7 @@ import xarray as xr
 from _short_runs import short
 from scipy import special, stats
 
-from rvm_ppl import RVC, RVR
+from rvm_ppl import RVC, RVR, ModelMismatchWarning
 from rvm_ppl.closed_form.evidence import log_evidence_dense
 from rvm_ppl.datasets.loaders import make_ripley, make_sinc
 from rvm_ppl.output.diagnostics import (
@@ -390,8 +390,10 @@ def test_loo_table_ranks_a_clearly_worse_fit_last(sinc30):
     # Noise fixed at 1.0, ten times the data's 0.1.
     bad = RVR(gamma=1 / 9, draws=200, random_state=0, noise_std=1.0,
               fit_noise=False).fit(X, y, method="evidence")
-    table = loo_table({"bad": bad, "good": good}, Xt, yt)
+    with pytest.warns(ModelMismatchWarning, match="β fixed"):  # another model: labelled
+        table = loo_table({"bad": bad, "good": good}, Xt, yt)
     assert list(table.index) == ["good", "bad"]
+    assert table.loc["bad", "hyperprior"] == "flat in log α, β fixed at 1"
     assert table.loc["good", "elpd_loo"] > table.loc["bad", "elpd_loo"] + 10
     assert table.loc["good", "test_lpd"] > table.loc["bad", "test_lpd"]
     assert {"n_k_gt_0.7", "max_k"} <= set(table.columns)
@@ -419,7 +421,8 @@ def test_summary_table_on_tiny_real_fits(sinc30):
     promised = ["fit_time_s", "khat", "khat_diagnosis", "w1_log10_alpha", "coverage_log10_alpha",
                 "n_pruned", "w1_log10_beta", "coverage_log10_beta", "elpd_loo", "elpd_loo_se",
                 "n_loo_k_gt_0.7", "test_lpd", "n_divergences", "max_rhat",
-                "min_ess_bulk_log_alpha"]
+                "min_ess_bulk_log_alpha", "n_data_driven", "n_prior_driven", "n_conflict",
+                "n_undetermined", "hyperprior"]  # the evidence fit is flat: another model
     assert list(table.columns) == promised
     assert list(table.index) == ["evidence", "vb", "advi", "nuts"]
     assert np.isfinite(table["fit_time_s"]).all() and np.isfinite(table["elpd_loo"]).all()
@@ -475,7 +478,9 @@ def test_classifier_tables_and_heldout_density():
         np.log(P[np.arange(len(yt)), yt.astype(int)]).sum())
     with pytest.raises(ValueError, match="labels"):
         heldout_lpd(fits["vb"], Xt, yt + 5)
-    with pytest.warns(ApproximationWarning, match="vb fit"):
+    # The classifier's evidence fit is flat in log alpha, its vb under Gamma(1e-6, 1e-6).
+    with pytest.warns(ApproximationWarning, match="vb fit"), \
+            pytest.warns(ModelMismatchWarning, match="hyperprior"):
         table = summary_table(fits, reference="vb", X_test=Xt, y_test=yt)
     assert np.isnan(table["w1_log10_beta"]).all() and np.isnan(table.loc["evidence", "khat"])
     assert table.loc["vb", "khat"] > 0.7 and table.loc["vb", "khat_diagnosis"] == "unreliable"

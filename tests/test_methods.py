@@ -39,7 +39,13 @@ def test_every_method_returns_the_same_layout(fits):
         assert post["beta"].dims == ("chain", "draw")
         assert list(idata.relevance.basis.values[:2]) == ["bias", "x_0"]
         assert list(post.basis.values) == [f"x_{i - 1}" if i else "bias" for i in m.active_]
-        assert set(idata.relevance.data_vars) == {"relevant", "gamma", "alpha", "in_model"}
+        assert set(idata.relevance.data_vars) == {"relevant", "gamma", "alpha", "in_model",
+                                                  "prior_sensitivity",
+                                                  "likelihood_sensitivity", "verdict"}
+        # Which alpha the data decide: a verdict on every basis in the model, none for the
+        # evidence method's point estimate.
+        verdict = idata.relevance["verdict"].values[idata.relevance["in_model"].values]
+        assert (verdict == "n/a").all() if method == "evidence" else (verdict != "n/a").all()
         np.testing.assert_array_equal(np.flatnonzero(idata.relevance.relevant.values[1:]), m.relevance_)
         for group in ("log_likelihood", "posterior_predictive"):
             assert idata[group]["y"].dims == ("chain", "draw", "obs"), (method, group)

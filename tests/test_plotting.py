@@ -11,16 +11,22 @@ import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 from scipy import stats  # noqa: E402
 
-from rvm_ppl import RVC, RVR  # noqa: E402
+from rvm_ppl import RVC, RVR, ModelMismatchWarning  # noqa: E402
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc  # noqa: E402
 from rvm_ppl.output.tables import alpha_summary, alpha_table  # noqa: E402
 from rvm_ppl.plotting import plot_alpha, plot_decision, plot_predictive  # noqa: E402
 
 
+# One model for both methods (a comparison of two models warns): the evidence method under
+# vb's default hyperprior, type-II MAP.
+ONE_MODEL = {"alpha_shape": 1e-6, "alpha_rate": 1e-6, "beta_shape": 1e-6, "beta_rate": 1e-6}
+
+
 @pytest.fixture(scope="module")
 def fits():
     X, y = make_sinc(40, random_state=0)
-    return X, y, {m: RVR(gamma=1 / 9, draws=200, random_state=0).fit(X, y, method=m) for m in ("evidence", "vb")}
+    return X, y, {m: RVR(gamma=1 / 9, draws=200, random_state=0, **ONE_MODEL).fit(X, y, method=m)
+                  for m in ("evidence", "vb")}
 
 
 def test_plot_predictive_band_is_two_sd(fits):
@@ -235,4 +241,24 @@ def test_plot_alpha_band_leaves_the_range_to_the_posteriors():
     assert not [p for p in ax.patches if p.get_label().startswith("hyperprior")]
     assert "hyperprior" not in [t.get_text() for t in ax.get_legend().get_texts()]
     assert ax.get_xlim()[0] > -20
+    plt.close(fig)
+
+
+def test_plot_alpha_draws_one_band_per_hyperprior():
+    X, y, priors = _sinc_priors()
+    one = {m: RVR(gamma=1 / 9, method=m, random_state=0, draws=200, **priors).fit(X, y).idata_
+           for m in ("evidence", "vb")}
+    fig, ax = plt.subplots()
+    plot_alpha(one, ax=ax)
+    assert [p.get_label() for p in ax.patches if p.get_label().startswith("hyperprior")] == ["hyperprior"]
+    plt.close(fig)
+    other = dict(priors, alpha_rate=0.3)
+    two = {"vb": one["vb"],
+           "vb, other": RVR(gamma=1 / 9, method="vb", random_state=0, draws=200, **other).fit(X, y).idata_}
+    fig, ax = plt.subplots()
+    with pytest.warns(ModelMismatchWarning, match="hyperprior"):
+        plot_alpha(two, ax=ax)
+    labels = sorted(p.get_label() for p in ax.patches if p.get_label().startswith("hyperprior"))
+    assert len(labels) == 2  # one band each, labelled with the fit and its hyperprior
+    assert labels[0].startswith("hyperprior (vb [") and labels[1].startswith("hyperprior (vb, other [")
     plt.close(fig)

@@ -76,6 +76,22 @@ def test_exposure_is_the_offset_of_the_counts(data, fitted):
     np.testing.assert_array_equal(fitted.exposure_fit_, s)
 
 
+def test_evidence_under_a_hyperprior_is_the_map_fit_with_the_gamma_relevance_rule(data):
+    # alpha_shape / alpha_rate make the evidence fit type-II MAP: the same fit as the
+    # Laplace code given the hyperprior, and relevance by E[gamma] > 1/2.
+    X, c, s = data
+    est = PoissonRVR(gamma=1 / 9, alpha_shape=3.0, alpha_rate=2.0, draws=50,
+                     random_state=0).fit(X, c / s, sample_weight=s)
+    Phi = design_matrix(X, X, RBF(gamma=1 / 9))
+    ref = fit_evidence_poisson(Phi, c, offset=np.log(s), priors={"a": 3.0, "b": 2.0})
+    np.testing.assert_array_equal(est.active_, ref.active)
+    np.testing.assert_allclose(est.alpha_, ref.alpha, rtol=1e-6)
+    gamma = 1 - ref.alpha[ref.active] * np.diag(ref.Sigma)
+    np.testing.assert_allclose(est.idata_.relevance["gamma"].values[ref.active], gamma, rtol=1e-6)
+    in_model = ref.active[gamma > 0.5]
+    assert sorted(est.relevance_) == sorted(int(m) - 1 for m in in_model if m > 0)
+
+
 def test_repeated_rows_are_integer_exposures():
     # Three rows repeated (twice, three times) and one row of zero exposure: the same
     # data as integer weights, so the same fit and the same predictions.
@@ -211,7 +227,7 @@ def test_vb_is_refused_and_the_estimator_kept(data, fitted):
     ({"sample_weight": -1.0}, "Negative values"),
     ({"sample_weight": 0.0}, "non-zero"),
     ({"method": "nuts", "sample_weight": 0.5}, "integer counts only"),
-    ({"alpha_shape": 2.0}, "supports no hyperpriors"),
+    ({"alpha_shape": -2.0}, "alpha_shape"),
 ])
 def test_bad_input_is_refused(data, kwargs, match):
     X, c, _ = data

@@ -128,6 +128,13 @@ def test_classifier_groups_have_no_beta_and_one_per_class():
     kept = ~pruned
     np.testing.assert_allclose(idata.log_prior["alpha"].values[kept],
                                log_gamma_logpdf(idata.posterior["alpha"].values[kept], 2.0, 1.0))
+    # Each class's model has its power-scaling verdicts; a basis outside it has none.
+    rel = idata.relevance
+    assert rel["verdict"].dims == ("class", "basis")
+    in_model = rel["in_model"].values
+    assert (rel["verdict"].values[~in_model] == "n/a").all()
+    assert np.isin(rel["verdict"].values[in_model],
+                   ["data-driven", "prior-driven", "conflict", "undetermined"]).all()
 
 
 def test_multinomial_groups_have_the_class_dimension():

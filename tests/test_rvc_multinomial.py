@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.special import log_softmax
 
-from rvm_ppl import RVC, build_model
+from rvm_ppl import RVC, ModelMismatchWarning, build_model
 from rvm_ppl.datasets.loaders import load_ripley, make_three_class, three_class_proba
 from rvm_ppl.model.build import model_spec
 from rvm_ppl.output.tables import alpha_table
@@ -95,8 +95,8 @@ def test_vb_is_one_vs_rest_only_and_a_failed_fit_changes_nothing(three, fits):
     before = m.predict_proba(Xt)
     with pytest.raises(ValueError, match="vb' is one-vs-rest only.*multi_class='ovr'"):
         m.fit(X, y, method="vb")
-    with pytest.raises(ValueError, match="supports no hyperpriors"):
-        m.set_params(alpha_shape=1.0).fit(X, y)
+    with pytest.raises(ValueError, match="a > 0 needs b > 0"):
+        m.set_params(alpha_shape=1.0, alpha_rate=0.0).fit(X, y)
     np.testing.assert_array_equal(m.predict_proba(Xt), before)
     with pytest.raises(ValueError, match="multi_class"):
         RVC(multi_class="ovo").fit(X, y)
@@ -167,7 +167,8 @@ def test_alpha_table_and_plot_alpha_take_one_class(fits):
     from rvm_ppl.plotting import plot_alpha
 
     idatas = {"ovr": fits["ovr"].idata_, "multinomial": fits["per-class"].idata_}
-    table = alpha_table(idatas, class_="versicolor")
+    with pytest.warns(ModelMismatchWarning, match="likelihood"):  # Bernoulli and softmax
+        table = alpha_table(idatas, class_="versicolor")
     rel = fits["per-class"].idata_.relevance["relevant"].sel({"class": "versicolor"}).values
     labels = fits["per-class"].idata_.relevance["basis"].values
     assert set(labels[rel]) <= set(table.index)
@@ -176,7 +177,8 @@ def test_alpha_table_and_plot_alpha_take_one_class(fits):
     np.testing.assert_allclose(med.values, np.log10(alpha[[list(labels).index(b)
                                                             for b in table.index]]))
     fig, ax = plt.subplots()
-    plot_alpha(idatas, class_="versicolor", ax=ax)
+    with pytest.warns(ModelMismatchWarning, match="likelihood"):
+        plot_alpha(idatas, class_="versicolor", ax=ax)
     assert [t.get_text() for t in ax.get_yticklabels()] == list(table.index)
     plt.close(fig)
     with pytest.raises(ValueError, match="class_="):

@@ -60,6 +60,26 @@ As for two classes the recorded Laplace log evidence can decrease slightly
 after an action (``B`` moves with the mode); what the algorithm promises is
 that every action raises the frozen-``B`` evidence by the predicted gain
 (tested exactly), and the run stops at the best model seen when steps cycle.
+
+Hyperpriors (type-II MAP)
+-------------------------
+With ``priors`` (Gamma(a, b), Tipping 2001, Appendix A) the hyperprior
+applies to every ``alpha`` as the PyMC model declares it
+(:mod:`rvm_ppl.model.categorical`): with shared ``alpha`` once per basis
+function, the one ``alpha_m`` its ``K`` weights share; with per-class
+``alpha`` once per class and basis function. The fit maximises the
+penalised objective of the Bernoulli and regression fits,
+``log_evidence + sum (a log alpha - b alpha)`` over the ``alpha`` in the
+model on the original columns (:func:`rvm_ppl.closed_form.evidence.prior_penalty`),
+a candidate outside the model contributing zero: per-class candidates by
+:func:`rvm_ppl.closed_form.evidence.prior_gains` unchanged, shared groups by
+adding the same term to :func:`group_gain`. For ``K = 2`` with shared
+``alpha ~ Gamma(a, b)``, the binary RVM's ``alpha / 2`` is Gamma(a, 2b);
+the two penalised objectives then differ by the constant ``a log 2`` per
+basis function in the model, so at a fixed set of basis functions they have
+the same stationary ``alpha`` (tested), while the choice of that set, which
+compares a basis's share with the zero of a basis left out, differs by
+``a log 2`` nats per basis.
 """
 
 from __future__ import annotations
@@ -73,8 +93,12 @@ from rvm_ppl.closed_form import laplace
 from rvm_ppl.closed_form.bernoulli import (
     INIT_ALPHA_MIN,
     LOGIT_TARGET_SHRINK,
+    POLISH_GRADIENT,
     STALL_GAIN,
     STALL_ITERATIONS,
+    _Confirmed,
+    alpha_priors,
+    polish_map,
 )
 from rvm_ppl.closed_form.driver import as_mask, ascend, decide, scalar_gains
 from rvm_ppl.closed_form.evidence import (
@@ -83,6 +107,8 @@ from rvm_ppl.closed_form.evidence import (
     INIT_ALPHA_MAX,
     MIN_DELTA_LOG_ALPHA,
     REESTIMATE,
+    prior_gains,
+    prior_penalty,
     warn_not_converged,
 )
 from rvm_ppl.closed_form.laplace import (
@@ -140,18 +166,23 @@ def _mode(cols, cls, T, alpha, w0, *, max_iter, grad_tol, step_min):
 # -- the shared-alpha group objective ------------------------------------------------
 
 
-def group_gain(alpha, lam, qt2):
+def group_gain(alpha, lam, qt2, prior=None):
     """``l(alpha)``: a group's contribution to the (frozen-``B``) log evidence.
 
     ``1/2 sum_j [log alpha - log(alpha + lambda_j) + qt_j^2 / (alpha + lambda_j)]``,
     Faul & Tipping (2002), eq. (13), for ``K`` weights sharing one ``alpha``,
     written in the eigenbasis of the group's ``K x K`` factor ``s``
-    (``lambda_j`` its eigenvalues, ``qt = U^T q``). ``l(inf) = 0``.
+    (``lambda_j`` its eigenvalues, ``qt = U^T q``). ``l(inf) = 0``. With a
+    Gamma(a, b) hyperprior the group's ``alpha`` adds ``a log alpha' - b
+    alpha'`` (Tipping 2001, eq. 36) with ``alpha' = alpha scale^2`` on the
+    original column.
 
     Parameters
     ----------
     alpha : ndarray of shape (G,) or (G, P)
     lam, qt2 : ndarray of shape (G, K)
+    prior : tuple (a, b, scale2) of ndarray of shape (G,), optional
+        The hyperprior's shape and rate and each group's squared column norm.
 
     Returns
     -------
@@ -163,36 +194,42 @@ def group_gain(alpha, lam, qt2):
     q_ = qt2 if alpha.ndim == 1 else qt2[:, None, :]
     with np.errstate(divide="ignore", invalid="ignore"):
         out = 0.5 * np.sum(-np.log1p(lam_ / a) + q_ / (a + lam_), axis=-1)
+        if prior is not None:
+            shape, rate, sc2 = (np.asarray(v, dtype=float) for v in prior)
+            if alpha.ndim == 2:
+                shape, rate, sc2 = shape[:, None], rate[:, None], sc2[:, None]
+            out = out + shape * np.log(alpha * sc2) - rate * alpha * sc2
     return np.where(np.isinf(alpha), 0.0, out)
 
 
-def _maximise_group(lam, qt2):
+def _maximise_group(lam, qt2, prior=None):
     """Maximiser ``alpha*`` of :func:`group_gain` for every group, and ``l(alpha*)``.
 
     ``l -> -inf`` as ``alpha -> 0`` (when some ``lambda_j > 0``) and ``l -> 0``
-    as ``alpha -> inf``; ``alpha* = inf`` when no finite ``alpha`` makes
-    ``l`` positive. Grid over ``log(alpha / lambda_max)`` then golden-section
-    search in the bracket around the best grid point.
+    as ``alpha -> inf`` (``-inf`` with a hyperprior of rate ``b > 0``);
+    ``alpha* = inf`` when no finite ``alpha`` makes ``l`` positive. Grid over
+    ``log(alpha / lambda_max)`` then golden-section search in the bracket
+    around the best grid point. ``prior`` as in :func:`group_gain`.
     """
     G = lam.shape[0]
     lmax = np.maximum(lam.max(axis=1), np.finfo(float).tiny)
     offsets = np.arange(-GRID_HALF_WIDTH, GRID_HALF_WIDTH + 1, dtype=float)
     X = np.log(lmax)[:, None] + offsets[None, :]
-    F = group_gain(np.exp(X), lam, qt2)
+    F = group_gain(np.exp(X), lam, qt2, prior)
     i = np.argmax(F, axis=1)
     r = np.arange(G)
     lo = X[r, np.maximum(i - 1, 0)]
     hi = X[r, np.minimum(i + 1, X.shape[1] - 1)]
     g = (np.sqrt(5) - 1) / 2
     x1, x2 = hi - g * (hi - lo), lo + g * (hi - lo)
-    f1 = group_gain(np.exp(x1), lam, qt2)
-    f2 = group_gain(np.exp(x2), lam, qt2)
+    f1 = group_gain(np.exp(x1), lam, qt2, prior)
+    f2 = group_gain(np.exp(x2), lam, qt2, prior)
     for _ in range(GOLDEN_STEPS):
         left = f1 > f2  # the maximum lies in [lo, x2]; else in [x1, hi]
         hi = np.where(left, x2, hi)
         lo = np.where(left, lo, x1)
         xn = np.where(left, hi - g * (hi - lo), lo + g * (hi - lo))
-        fn = group_gain(np.exp(xn), lam, qt2)
+        fn = group_gain(np.exp(xn), lam, qt2, prior)
         x1, x2, f1, f2 = (
             np.where(left, xn, x2),
             np.where(left, x1, xn),
@@ -258,18 +295,23 @@ def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_A
     return decide(act, alpha, gains, tol)
 
 
-def group_gains(S, Q, act, alpha, blocked):
-    """:func:`rvm_ppl.closed_form.driver.scalar_gains` for groups sharing one ``alpha`` (:func:`group_gain`)."""
+def group_gains(S, Q, act, alpha, blocked, prior=None):
+    """:func:`rvm_ppl.closed_form.driver.scalar_gains` for groups sharing one ``alpha``.
+
+    The gains are those of :func:`group_gain`; ``prior``: a Gamma hyperprior
+    as :func:`group_gain` takes it, for all ``M`` groups.
+    """
     M = S.shape[0]
     in_model = np.zeros(M, dtype=bool)
     in_model[act] = True
     alpha_of = np.full(M, np.inf)
     alpha_of[act] = alpha
     lam, qt2 = group_out_factors(S, Q, alpha_of)
-    new_alpha, lmax = _maximise_group(lam, qt2)
+    new_alpha, lmax = _maximise_group(lam, qt2, prior)
     relevant = np.isfinite(new_alpha)
     delete = ~relevant[act]
-    cur = group_gain(alpha_of[act], lam[act], qt2[act])
+    cur = group_gain(alpha_of[act], lam[act], qt2[act],
+                     None if prior is None else tuple(v[act] for v in prior))
     gain_a = np.where(delete, -cur, lmax[act] - cur)
     new_a = np.where(delete, np.inf, new_alpha[act])
     ad = np.flatnonzero(~in_model & relevant & ~blocked)
@@ -294,7 +336,7 @@ def _weighted_norms2_many(basis, Wts):
 class _Laplace:
     """Laplace approximation at the mode and every candidate's factors (unit-norm columns)."""
 
-    def __init__(self, basis, scale, T, cols, cls, pos, alpha, w0, shared):
+    def __init__(self, basis, scale, T, cols, cls, pos, alpha, w0, shared, grad_tol=GRADIENT_MIN):
         K = T.shape[1]
         M = basis.n_basis
         J = cols.shape[1]
@@ -305,7 +347,7 @@ class _Laplace:
             alpha,
             w0,
             max_iter=MAX_POSTMODE_ITS,
-            grad_tol=GRADIENT_MIN,
+            grad_tol=grad_tol,
             step_min=STEP_MIN,
         )
         self.logml = laplace.log_evidence(log_lik, self.w, alpha, self.L)
@@ -366,7 +408,7 @@ class _Laplace:
             self.S = S1 - np.einsum("jmk,jmk->mk", Z, Z)
 
 
-class _MultinomialModel:
+class _MultinomialModel(_Confirmed):
     """The softmax likelihood's statistics for the sequential driver (:func:`rvm_ppl.closed_form.driver.ascend`).
 
     A candidate is a basis function (shared ``alpha``: a group of ``K``
@@ -378,15 +420,24 @@ class _MultinomialModel:
 
     tracks_gain = False
 
-    def __init__(self, basis, scale, T, shared):
+    def __init__(self, basis, scale, T, shared, priors=None):
         self.basis, self.scale, self.T, self.shared = basis, scale, T, shared
         self.K = T.shape[1]
         self.n_basis = basis.n_basis
         self.M = self.n_basis if shared else self.K * self.n_basis
+        # Column norm of every candidate; the Gamma hyperprior (alpha_priors) on
+        # its alpha refers to the original column.
+        self.cand_scale = scale if shared else np.tile(scale, self.K)
+        self.priors = priors
+        if priors is not None and shared:
+            self.group_prior = (np.full(self.M, priors["a"]), np.full(self.M, priors["b"]),
+                                scale**2)
         self.in_model = np.zeros(self.M, dtype=bool)
         self.n_exact = 0
         self.ill = False
         self.trace = []
+        self.objective_trace = []  # the trace plus the hyperprior terms
+        self._init_checks(priors is not None)
 
     def start(self, j, cols, cls, pos, walpha, w0):
         self.active = [j] if self.shared else [k * self.n_basis + j for k in range(self.K)]
@@ -394,12 +445,27 @@ class _MultinomialModel:
         self.cols, self.cls, self.pos, self.walpha = cols, cls, pos, walpha
         self.new_mode(w0)
 
-    def new_mode(self, w0):
+    def new_mode(self, w0, *, grad_tol=GRADIENT_MIN, record=True):
+        """Find the mode from ``w0``; ``record`` as :meth:`_Confirmed.note_mode` takes it."""
         self.state = _Laplace(self.basis, self.scale, self.T, self.cols, self.cls, self.pos,
-                              self.walpha, w0, self.shared)
+                              self.walpha, w0, self.shared, grad_tol=grad_tol)
         self.ill |= self.state.ill
-        self.trace.append(self.state.logml)
-        self.n_exact += 1
+        self.note_mode(record)
+
+    # -- the exact penalised objective (polish_map) ----------------------------------
+    def laplace_terms(self):
+        """Return the weights in the model at the mode, grouped by the ``alpha`` they share."""
+        k = len(self.active)
+        group = np.repeat(np.arange(k), self.K) if self.shared else np.arange(k)
+        return dict(cols=self.cols, cls=self.cls, lik=laplace.Softmax(self.T), walpha=self.walpha,
+                    w=self.state.w, L=self.state.L, group=group, alpha=self.alpha,
+                    scale2=self.cand_scale[self.act_idx] ** 2)
+
+    def set_alpha(self, alpha, record=None):
+        """Move the ``alpha`` of the model (model order); find the mode to ``POLISH_GRADIENT``."""
+        alpha = np.asarray(alpha, dtype=float)
+        self.walpha = np.repeat(alpha, self.K) if self.shared else alpha.copy()
+        self.new_mode(self.state.w, grad_tol=POLISH_GRADIENT, record=record)
 
     @property
     def act_idx(self):
@@ -418,8 +484,14 @@ class _MultinomialModel:
     def gains(self, blocked):
         st = self.state
         if self.shared:
-            return group_gains(st.S, st.Q, self.act_idx, self.alpha, blocked)
-        return scalar_gains(st.S.T.ravel(), st.Q.T.ravel(), self.act_idx, self.alpha, blocked)
+            return self.exclude_refused(group_gains(
+                st.S, st.Q, self.act_idx, self.alpha, blocked,
+                None if self.priors is None else self.group_prior))
+        S, Q = st.S.T.ravel(), st.Q.T.ravel()  # candidate k M + m
+        if self.priors is not None:
+            return self.exclude_refused(prior_gains(S, Q, self.act_idx, self.alpha,
+                                                    self.cand_scale, self.priors, blocked))
+        return scalar_gains(S, Q, self.act_idx, self.alpha, blocked)
 
     def _cos_column(self, m):
         """Cosines of every basis function with basis ``m`` of the model, from the mode's statistics."""
@@ -445,16 +517,21 @@ class _MultinomialModel:
         return out
 
     def penalty(self):
-        return 0.0
-
-    def objective(self):
-        return None  # additions are not checked: the Laplace evidence may fall
+        """Return the hyperprior terms of the objective, once per ``alpha`` (0 without priors)."""
+        if self.priors is None:
+            return 0.0
+        return prior_penalty(self.alpha * self.cand_scale[self.act_idx] ** 2, None, self.priors)
 
     def refresh_before(self, d):
         return False
 
-    def after_step(self, it, d):
-        return False
+    def _copy(self):
+        return (list(self.active), self.cols, self.cls, self.pos, self.walpha, self.state,
+                self.in_model.copy())
+
+    def _paste(self, c):
+        active, self.cols, self.cls, self.pos, self.walpha, self.state, self.in_model = c
+        self.active = list(active)
 
     def _members(self, j):
         if self.shared:
@@ -462,6 +539,7 @@ class _MultinomialModel:
         return np.array([self.active.index(j)])
 
     def add(self, j, new_alpha, order=()):
+        self._begin()
         K = self.K
         m, k = (j, None) if self.shared else (j % self.n_basis, j // self.n_basis)
         new = self.basis.columns([m])[:, 0] / self.scale[m]
@@ -473,15 +551,21 @@ class _MultinomialModel:
         self.pos = np.append(self.pos, np.full(kk.size, m))
         self.active.append(j)
         self.in_model[j] = True
-        self.new_mode(w)
+        self.new_mode(w, record=self.mark)
         return self.cosine(j)
 
     def reestimate(self, j, new_alpha):
+        self._begin()
         self.walpha = self.walpha.copy()
         self.walpha[self._members(j)] = new_alpha
-        self.new_mode(self.state.w)
+        self.new_mode(self.state.w, record=self.mark)
+        self._confirm(j, deletion=False)
 
     def delete(self, j):
+        if self.undoing:
+            self._undo()
+            return
+        self._begin()
         keep = np.ones(len(self.walpha), dtype=bool)
         keep[self._members(j)] = False
         w = self.state.w[keep]
@@ -489,7 +573,8 @@ class _MultinomialModel:
         self.cls, self.pos = self.cls[keep], self.pos[keep]
         self.active.remove(j)
         self.in_model[j] = False
-        self.new_mode(w)
+        self.new_mode(w, record=self.mark)
+        self._confirm(j, deletion=True)
 
     def snapshot(self):
         return self.state, list(self.active), self.cols, self.cls, self.pos, self.walpha
@@ -499,7 +584,7 @@ class _MultinomialModel:
         self.active = list(active)
         self.in_model[:] = False
         self.in_model[self.active] = True
-        self.trace.append(self.state.logml)
+        self.record_point()
 
 
 @dataclass
@@ -535,6 +620,15 @@ class MultinomialEvidenceResult:
         Candidates skipped by the alignment test (basis indices, or ``k * n_basis + m``
         with per-class ``alpha``).
     counts : dict
+    priors : dict or None
+        The Gamma hyperprior ``a, b`` on ``alpha`` when one was used (type-II MAP).
+    objective : float or None
+        The penalised objective that the fit maximised: ``log_evidence``
+        plus ``a log alpha - b alpha`` for every finite ``alpha`` (once per
+        basis function with shared ``alpha``); ``log_evidence`` without
+        hyperpriors.
+    objective_trace : ndarray or None
+        The same after the initial mode search and every action.
     """
 
     active: np.ndarray
@@ -551,6 +645,9 @@ class MultinomialEvidenceResult:
     n_classes: int
     aligned: np.ndarray
     counts: dict = field(default_factory=dict)
+    priors: dict | None = None
+    objective: float | None = None
+    objective_trace: np.ndarray | None = None
 
     @property
     def Sigma_blocks(self):
@@ -579,6 +676,7 @@ def fit_evidence_multinomial(
     alignment_test=True,
     callback=None,
     progressbar=False,
+    priors=None,
 ):
     """Maximise the Laplace-approximated evidence of the softmax RVM (Tipping 2001, eq. 28).
 
@@ -616,6 +714,12 @@ def fit_evidence_multinomial(
     progressbar : bool
         Show a live line (iteration, weights in the model, log evidence) on
         standard error once the fit has run two seconds.
+    priors : dict, optional
+        Gamma hyperprior ``a, b`` (shape, rate) on every ``alpha`` of the
+        original columns: one per basis function with shared ``alpha``, one
+        per class and basis function otherwise, as the PyMC model declares
+        it. ``None`` or both zero is plain type-II maximum likelihood;
+        otherwise the fit is type-II MAP (module docstring, "Hyperpriors").
 
     Returns
     -------
@@ -624,7 +728,9 @@ def fit_evidence_multinomial(
     Raises
     ------
     ValueError
-        For labels that are not integers in ``0, ..., K - 1``, or a single class.
+        For labels that are not integers in ``0, ..., K - 1``, a single
+        class, or ``priors`` that
+        :func:`rvm_ppl.closed_form.bernoulli.alpha_priors` refuses.
 
     Examples
     --------
@@ -639,6 +745,7 @@ def fit_evidence_multinomial(
     """
     if isinstance(basis, np.ndarray):
         basis = DenseBasis(basis)
+    priors = alpha_priors(priors, "categorical")
     T, K = one_hot(y, n_classes)
     if basis.n_samples != T.shape[0]:
         raise ValueError(f"basis has {basis.n_samples} rows but y has {T.shape[0]} labels.")
@@ -671,17 +778,21 @@ def fit_evidence_multinomial(
             if shared_alpha
             else np.clip(1 / w0**2, INIT_ALPHA_MIN, INIT_ALPHA_MAX)
         )
-    model = _MultinomialModel(basis, scale, T, shared_alpha)
+    model = _MultinomialModel(basis, scale, T, shared_alpha, priors)
     model.start(start, cols, cls, pos, alpha, w0)
     line = FitProgress("evidence (multinomial)", "log evidence", show=progressbar,
                        unit="basis functions" if shared_alpha else "class weights")
     run = ascend(model, max_iter=max_iter, tol=tol, alignment_test=alignment_test, callback=callback,
                  progress=line.update,
                  stall=(STALL_ITERATIONS, STALL_GAIN), warn_not_converged=warn_not_converged)
-    state, active, cls, pos, alpha = model.state, model.active, model.cls, model.pos, model.walpha
-    converged, it, trace, gains = run["converged"], run["n_iter"], model.trace, run["gains"]
     counts = {k: run["counts"][k] for k in (ADD, REESTIMATE, DELETE, "aligned")}
     counts["cycling"] = run["counts"].get("cycling", 0)
+    if priors is not None:
+        # Type-II MAP: to the stationary point of the penalised Laplace objective
+        # (the module docstring of rvm_ppl.closed_form.bernoulli, "Hyperpriors").
+        counts.update(polish=polish_map(model, priors), refused=model.n_refused)
+    state, active, cls, pos, alpha = model.state, model.active, model.cls, model.pos, model.walpha
+    converged, it, trace, gains = run["converged"], run["n_iter"], model.trace, run["gains"]
     line.finish(it, len(active), state.logml, converged)
     if model.ill:
         warn_ill_conditioned()
@@ -710,6 +821,9 @@ def fit_evidence_multinomial(
         n_classes=K,
         aligned=run["aligned"],
         counts=counts,
+        priors=None if priors is None else dict(priors),
+        objective=model.objective_trace[-1],
+        objective_trace=np.asarray(model.objective_trace),
     )
 
 

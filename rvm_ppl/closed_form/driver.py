@@ -584,17 +584,18 @@ class _Ascent:
         self.d = None  # the decision being taken
         self.pen0 = 0.0  # the hyperprior terms before the step
         self.gains = []  # the predicted gain of every step taken
-        self.seen = {"best": model.logml, "state": model.snapshot() if stall else None, "since": 0,
-                     "n": model.n_exact}
+        self.seen = {"best": model.logml + model.penalty(),
+                     "state": model.snapshot() if stall else None, "since": 0, "n": model.n_exact}
 
     def note(self):
-        """Stall bookkeeping on every new exact value of the objective."""
+        """Keep the stall guard's books on every new exact value of the penalised objective."""
         model, seen = self.model, self.seen
         if self.stall is None or model.n_exact == seen["n"]:
             return
         seen["n"] = model.n_exact
-        if model.logml > seen["best"] + self.stall[1]:
-            seen.update(best=model.logml, state=model.snapshot(), since=0)
+        value = model.logml + model.penalty()
+        if value > seen["best"] + self.stall[1]:
+            seen.update(best=value, state=model.snapshot(), since=0)
         else:
             seen["since"] += 1
 

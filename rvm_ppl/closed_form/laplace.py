@@ -14,13 +14,17 @@ over the likelihood, an object with
   diagonal ``W`` (Bernoulli: ``d = y (1 - y)``; softmax: ``d = u = y``,
   Nabney 1999; Poisson with a log link: ``d = exp(f)``);
 - ``derivatives(F)``: ``(residual(F), *weights(F))`` from one evaluation
-  of the link, which the Newton iterations use.
+  of the link, which the Newton iterations use;
+- ``weights_slope(F, dF)``: the derivative of ``(d, u)`` along ``dF``
+  (third derivatives of the log likelihood), which the exact gradient of the
+  Laplace evidence in ``alpha`` needs (:func:`log_evidence_gradient`).
 
 :func:`posterior_mode` finds the mode of ``log P(t | w) - w^T A w / 2``
 (eq. 24) by Newton's method (iteratively re-weighted least squares, as
 SparseBayes's ``SB2_PosteriorMode``), :func:`neg_hessian` is ``H = Psi^T W
 Psi + A`` (eq. 25) and :func:`log_evidence` the Laplace approximation to
-``log P(t | alpha)``. Hyperprior terms of a later objective enter through
+``log P(t | alpha)``, :func:`log_evidence_gradient` its exact gradient in
+``log alpha``. Hyperprior terms of a later objective enter through
 ``alpha`` only.
 """
 
@@ -32,7 +36,7 @@ import numpy as np
 from scipy import linalg
 from scipy.special import expit, gammaln, logsumexp, softmax
 
-from rvm_ppl.core.linalg import cho_logdet, cho_solve, cholesky_jittered
+from rvm_ppl.core.linalg import cho_covariance, cho_logdet, cho_solve, cholesky_jittered
 
 # SparseBayes v2 constants of the mode search (SB2_PosteriorMode).
 MAX_POSTMODE_ITS = 25  # Newton iterations per mode search
@@ -70,6 +74,11 @@ class BernoulliLogit(_Likelihood):
         y = expit(F[:, 0])
         return (self.t - y)[:, None], (y * (1 - y))[:, None], None
 
+    def weights_slope(self, F, dF):
+        """``(y (1 - y) (1 - 2 y) dF, None)``: the change of ``B`` along ``dF``."""
+        y = expit(F[:, 0])
+        return (y * (1 - y) * (1 - 2 * y) * dF[:, 0])[:, None], None
+
 
 class PoissonLog(_Likelihood):
     """``t_n ~ Poisson(exp(f_n + o_n))`` with one latent output: counts with a log link.
@@ -104,6 +113,10 @@ class PoissonLog(_Likelihood):
         lam = self.rate(F)
         return (self.t - lam)[:, None], lam[:, None], None
 
+    def weights_slope(self, F, dF):
+        """``(lambda dF, None)``: the change of ``B`` along ``dF``."""
+        return (self.rate(F) * dF[:, 0])[:, None], None
+
 
 class Softmax(_Likelihood):
     """``t_n ~ Categorical(softmax(f_n))`` with ``K`` latent outputs (Tipping 2001, eq. 28).
@@ -123,6 +136,12 @@ class Softmax(_Likelihood):
         """``(T - Y, Y, Y)``: ``B_n = diag(y_n) - y_n y_n^T`` (Nabney 1999)."""
         Y = softmax(F, axis=1)
         return self.T - Y, Y, Y
+
+    def weights_slope(self, F, dF):
+        """``(dY, dY)`` with ``dy_n = B_n df_n``: the change of ``d = u = y`` along ``dF``."""
+        Y = softmax(F, axis=1)
+        dY = Y * (dF - np.sum(Y * dF, axis=1, keepdims=True))
+        return dY, dY
 
 
 def latent(cols, cls, w, K):
@@ -249,6 +268,61 @@ def log_evidence(log_lik, w, alpha, L):
         + 0.5 * float(np.sum(np.log(alpha)))
         - 0.5 * cho_logdet(L)
     )
+
+
+def log_evidence_gradient(cols, cls, lik, alpha, w, L, group):
+    """Exact gradient of :func:`log_evidence` at the mode ``w`` in ``log alpha`` of each group.
+
+    The weights of group ``g`` (``group[j] == g``) share one precision.
+    Differentiating ``log P(t | w) - w^T A w / 2 + sum log(alpha_j) / 2 -
+    log|H| / 2`` with the mode moving (``dw / dlog alpha_g = -Sigma A E_g w``,
+    ``E_g`` the group's weights; the mode's own terms are stationary) gives
+
+        ``1/2 sum_(j in g) [1 - alpha_j (w_j^2 + Sigma_jj)] - 1/2 tr(Sigma dH_g)``
+
+    with ``dH_g = Psi^T dW Psi`` the change of ``H`` (eq. 25) along the
+    mode's movement, ``dW_n = diag(dd_n) - du_n u_n^T - u_n du_n^T``
+    (``weights_slope``). The first term alone is the fixed point of Tipping's
+    (2001) re-estimation with ``B`` frozen at the mode (eq. 16); the second
+    is the curvature's change, which that fixed point leaves out.
+
+    Parameters
+    ----------
+    cols, cls, lik, alpha
+        As in :func:`posterior_mode`.
+    w : ndarray of shape (J,)
+        The mode.
+    L : ndarray of shape (J, J)
+        Cholesky factor of ``H`` at the mode.
+    group : ndarray of int, shape (J,)
+        Group of each weight, ``0 .. G - 1``.
+
+    Returns
+    -------
+    ndarray of shape (G,)
+    """
+    K, J = lik.K, w.size
+    G = int(group.max()) + 1 if J else 0
+    if J == 0:
+        return np.zeros(0)
+    Sigma = cho_covariance(L)
+    E = np.zeros((J, G))
+    E[np.arange(J), group] = 1.0
+    out = 0.5 * E.T @ (1.0 - alpha * (w**2 + np.diagonal(Sigma)))
+    F = latent(cols, cls, w, K)
+    _, _, u = lik.derivatives(F)
+    # C_n = Psi_n Sigma Psi_n^T (K x K): the posterior covariance of the latent f_n.
+    Psi = cols[:, :, None] * (cls[None, :, None] == np.arange(K)[None, None, :])
+    C = np.einsum("njk,ji,nil->nkl", Psi, Sigma, Psi)
+    diagC = np.einsum("nkk->nk", C)
+    V = -Sigma @ (E * (alpha * w)[:, None])  # column g: dw / dlog alpha_g
+    for g in range(G):
+        dd, du = lik.weights_slope(F, latent(cols, cls, V[:, g], K))
+        tr = np.sum(dd * diagC)
+        if du is not None:
+            tr -= 2.0 * np.einsum("nk,nkl,nl->", du, C, u)
+        out[g] -= 0.5 * tr
+    return out
 
 
 def warn_ill_conditioned():

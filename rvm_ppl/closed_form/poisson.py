@@ -41,7 +41,7 @@ from scipy import stats
 from scipy.special import logsumexp
 
 from rvm_ppl.closed_form import laplace
-from rvm_ppl.closed_form.bernoulli import PosteriorMode, laplace_evidence_fit
+from rvm_ppl.closed_form.bernoulli import PosteriorMode, alpha_priors, laplace_evidence_fit
 from rvm_ppl.closed_form.evidence import MIN_DELTA_LOG_ALPHA
 from rvm_ppl.closed_form.laplace import GRADIENT_MIN, MAX_POSTMODE_ITS, STEP_MIN
 from rvm_ppl.core.counts import check_counts, check_offset
@@ -103,7 +103,7 @@ def posterior_mode(Phi, t, alpha, offset=None, w0=None, *, max_iter=MAX_POSTMODE
 
 def fit_evidence_poisson(basis, y, offset=None, *, start=None, max_iter=10_000,
                          tol=MIN_DELTA_LOG_ALPHA, alignment_test=True, callback=None,
-                         frozen_steps=None, progressbar=False):
+                         frozen_steps=None, progressbar=False, priors=None):
     """Maximise the Laplace-approximated evidence of a Poisson RVM (log link).
 
     Runs :func:`rvm_ppl.closed_form.bernoulli.fit_evidence_bernoulli`'s code
@@ -128,8 +128,9 @@ def fit_evidence_poisson(basis, y, offset=None, *, start=None, max_iter=10_000,
         Index of the basis function to start from. Default: the one with the
         largest normalised projection on the linearised targets
         ``log(y + 1e-3) - offset`` (SparseBayes).
-    max_iter, tol, alignment_test, callback, frozen_steps, progressbar
-        As in :func:`~rvm_ppl.closed_form.bernoulli.fit_evidence_bernoulli`.
+    max_iter, tol, alignment_test, callback, frozen_steps, progressbar, priors
+        As in :func:`~rvm_ppl.closed_form.bernoulli.fit_evidence_bernoulli`:
+        ``priors`` (Gamma ``a, b`` on every ``alpha_m``) makes the fit type-II MAP.
 
     Returns
     -------
@@ -172,6 +173,7 @@ def fit_evidence_poisson(basis, y, offset=None, *, start=None, max_iter=10_000,
     if len(y) != basis.n_samples:
         raise ValueError(f"y has {len(y)} counts for the {basis.n_samples} rows of the basis.")
     offset = check_offset(offset, len(y))
+    priors = alpha_priors(priors, "Poisson")
     t_lin = np.log(y + POISSON_LOG_SHIFT) - offset  # §2.8: linearised targets
     norms2, proj = basis.norms2_and_project(t_lin)
     scale = np.sqrt(norms2)
@@ -183,7 +185,7 @@ def fit_evidence_poisson(basis, y, offset=None, *, start=None, max_iter=10_000,
     return laplace_evidence_fit(
         basis, scale, laplace.PoissonLog(y, offset), start, mu0, max_iter=max_iter, tol=tol,
         alignment_test=alignment_test, callback=callback, frozen_steps=frozen_steps,
-        progressbar=progressbar)
+        progressbar=progressbar, priors=priors)
 
 
 def log_rate_moments(Phi_test_active, mu, Sigma, offset=None):

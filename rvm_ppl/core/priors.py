@@ -26,6 +26,10 @@ PRIOR_PARAMS = MappingProxyType(
     {"alpha_shape": "a", "alpha_rate": "b", "beta_shape": "c", "beta_rate": "d"}
 )
 
+# Plain type-II maximum likelihood (the evidence method without hyperpriors): the
+# limit a = b = c = d -> 0, flat in log alpha and log beta (Tipping 2001, section 2.2).
+FLAT_PRIORS = MappingProxyType({"a": 0.0, "b": 0.0, "c": 0.0, "d": 0.0})
+
 TARGET_SCALE_RANGE = (1e-150, 1e150)  # std(y) whose square and inverse square are normal floats
 
 
@@ -153,3 +157,23 @@ def fit_priors(given, likelihood, method, y):
     if method in ("advi", "nuts"):
         return model_priors(given, likelihood)
     return resolve_priors(given)
+
+
+def fit_hyperprior(given, likelihood, method, y):
+    """Return the hyperprior of the model a fit by ``method`` approximates, in its units.
+
+    As :func:`fit_priors`, except that the evidence method without
+    hyperpriors (``given`` None) fits the flat limit :data:`FLAT_PRIORS`,
+    a different model from any Gamma hyperprior: under ``b > 0`` no alpha is
+    infinite (Tipping 2001, App. A). Without a Gaussian likelihood only
+    ``a, b`` apply.
+
+    Returns
+    -------
+    dict
+    """
+    if method == "evidence" and given is None:
+        p = dict(FLAT_PRIORS)
+    else:
+        p = fit_priors(given, likelihood, method, y)
+    return p if likelihood == "gaussian" else {"a": p["a"], "b": p["b"]}

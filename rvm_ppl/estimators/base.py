@@ -27,7 +27,7 @@ from rvm_ppl.closed_form.scales import (
     extended_design_matrix,
     extra_columns,
 )
-from rvm_ppl.core.priors import priors_from_params
+from rvm_ppl.core.priors import fit_hyperprior, priors_from_params, target_scale
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -241,6 +241,20 @@ class _RVMBase(BaseEstimator):
 
     def _idata_attrs(self):
         return {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
+
+    def _identity(self, likelihood, y=None):
+        """Return what identifies the fitted model beyond its result.
+
+        See :func:`rvm_ppl.output.idata.model_identity`.
+
+        The hyperprior in the units the fit used (flat for the evidence
+        method without one), the scale of the regression targets and the
+        training inputs, which with the basis labels and the kernel fix the
+        design matrix.
+        """
+        gaussian = likelihood == "gaussian"
+        return {"hyperprior": fit_hyperprior(self._priors(), likelihood, self.method_, y),
+                "target_scale": target_scale(y) if gaussian else 1.0, "inputs": self.X_fit_}
 
     def to_netcdf(self, path):
         """Save the fitted estimator: its InferenceData plus what prediction needs.

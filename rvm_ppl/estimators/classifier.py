@@ -19,6 +19,7 @@ from rvm_ppl.estimators.base import _atomic, _RVMBase, _seed
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
+    alpha_hyperprior,
     multinomial_evidence_results,
 )
 from rvm_ppl.output.idata import multinomial_idata, ovr_idata, to_idata
@@ -45,16 +46,22 @@ class RVC(ClassifierMixin, _RVMBase):
     Model: the hyperprior and the classes
     alpha_shape, alpha_rate : float or None
         Shape ``a`` and rate ``b`` of the Gamma hyperprior on every weight
-        precision ``alpha_m`` (Tipping 2001, eq. 6); there is no noise
-        precision. None, for either, is the method's default: the evidence
-        method supports none (type-II maximum likelihood; setting one is a
-        ``ValueError``); vb takes :data:`rvm_ppl.DEFAULT_PRIORS` (1e-6,
-        Bishop & Tipping's limit); advi and nuts take
-        :data:`rvm_ppl.BERNOULLI_PRIORS` (``a = 3, b = 2``): as ``a -> 0``
-        the exact posterior of a classifier puts its mass on unbounded
-        weights that separate the training data, which no sampler can
-        explore (:mod:`rvm_ppl.model.build`, "Hyperpriors of the
-        classifier"). Set both to compare vb, advi and nuts on one model.
+        precision ``alpha_m`` (Tipping 2001, eq. 6), on the columns of the
+        design matrix as they are; there is no noise precision. None, for
+        both, is the method's default: the evidence method takes none
+        (type-II maximum likelihood, the limit ``a = b -> 0``); vb takes
+        :data:`rvm_ppl.DEFAULT_PRIORS` (1e-6, Bishop & Tipping's limit);
+        advi and nuts take :data:`rvm_ppl.BERNOULLI_PRIORS` (``a = 3, b =
+        2``): as ``a -> 0`` the exact posterior of a classifier puts its
+        mass on unbounded weights that separate the training data, which no
+        sampler can explore (:mod:`rvm_ppl.model.build`, "Hyperpriors of the
+        classifier"). Setting one (the other then takes
+        :data:`rvm_ppl.DEFAULT_PRIORS`'s 1e-6, as for :class:`RVR`) makes
+        the evidence fit type-II MAP: it maximises the Laplace evidence plus
+        the log hyperprior of the ``log alpha`` in the model (Tipping 2001,
+        App. A; :func:`rvm_ppl.closed_form.bernoulli.fit_evidence_bernoulli`),
+        and relevance is ``E[gamma_m] > 1/2`` as for the other methods. Set
+        both to compare all four methods on one model.
     multi_class : {"ovr", "multinomial"}
         How ``K > 2`` classes are modelled. ``"ovr"``: ``K`` binary
         one-vs-rest models (as Tipping did for U.S.P.S.). ``"multinomial"``:
@@ -222,10 +229,6 @@ class RVC(ClassifierMixin, _RVMBase):
         self : RVC
         """
         method = self._check_method(method)
-        if method == "evidence" and self._priors() is not None:
-            raise ValueError("RVC's method='evidence' (type-II maximum likelihood) supports no "
-                             "hyperpriors; leave alpha_shape and alpha_rate at None, or use "
-                             "method 'vb', 'advi' or 'nuts'.")
         if self.multi_class == "multinomial" and method == "vb":
             raise ValueError("method='vb' is one-vs-rest only (Bishop & Tipping's bound is for "
                              "the Bernoulli likelihood); use multi_class='ovr' with vb, or "
@@ -265,7 +268,8 @@ class RVC(ClassifierMixin, _RVMBase):
                                                shared_alpha=self.shared_alpha,
                                                max_iter=max_iter, tol=tol,
                                                alignment_test=self.alignment_test,
-                                               progressbar=self.progressbar)
+                                               progressbar=self.progressbar,
+                                               priors=alpha_hyperprior(self._priors()))
             return multinomial_evidence_results(res, labels), res.Sigma
         model_kw = {"shared_alpha": self.shared_alpha, "classes": [str(c) for c in classes]}
         return self._fit_result(method, basis, codes, labels=labels, likelihood="categorical",
@@ -406,7 +410,8 @@ class RVC(ClassifierMixin, _RVMBase):
                 classes=self.classes_, X=self.X_fit_ if self.kernel_ is not None else None,
                 chains=self.chains, draws=self.draws, random_state=_seed(self.random_state),
                 joint_cov=self.joint_cov_, attrs=self._idata_attrs(),
-                priors=fit_priors(self._priors(), "categorical", self.method_, None))
+                priors=fit_priors(self._priors(), "categorical", self.method_, None),
+                identity=self._identity("categorical"))
         if getattr(self, "_idata", None) is None:
             seed = _seed(self.random_state)
             parts = [
@@ -417,7 +422,8 @@ class RVC(ClassifierMixin, _RVMBase):
                          random_state=None if seed is None else seed + k,
                          attrs={**self._idata_attrs(), "classes": json.dumps(
                              [str(c) for c in self.classes_])},
-                         priors=fit_priors(self._priors(), "bernoulli", self.method_, None))
+                         priors=fit_priors(self._priors(), "bernoulli", self.method_, None),
+                         identity=self._identity("bernoulli"))
                 for k, r in enumerate(self.results_)
             ]
             self._idata = parts[0] if len(parts) == 1 else ovr_idata(

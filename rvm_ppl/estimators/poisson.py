@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.metrics import d2_tweedie_score
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from rvm_ppl.closed_form.poisson import (
@@ -55,8 +54,12 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         and nuts take :data:`rvm_ppl.BERNOULLI_PRIORS` (``a = 3, b = 2``:
         every weight a Student-t with 6 degrees of freedom and variance 1;
         :mod:`rvm_ppl.model.build`, "Hyperpriors of the classifier and of
-        counts", says why a proper one); the evidence method maximises the
-        evidence itself and takes none (set either and it raises).
+        counts", says why a proper one); the evidence method without them
+        maximises the evidence itself (type-II maximum likelihood). Setting
+        one (the other then takes :data:`rvm_ppl.DEFAULT_PRIORS`'s 1e-6, as
+        for :class:`RVC`) makes the evidence fit type-II MAP: it maximises
+        the Laplace evidence plus the log hyperprior of every ``log alpha_m``
+        (Tipping 2001, App. A), and its relevance rule is ``E[gamma_m] > 1/2``.
     Method: how the posterior is found
     method : {"evidence", "advi", "nuts"}
         Fitting method; ``"vb"`` is a ``ValueError`` (Bishop & Tipping's
@@ -261,10 +264,6 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         self : PoissonRVR
         """
         method = self._check_method(method)
-        if method == "evidence" and self._priors() is not None:
-            raise ValueError("PoissonRVR's method='evidence' (type-II maximum likelihood) "
-                             "supports no hyperpriors; leave alpha_shape and alpha_rate at None, "
-                             "or use method 'advi' or 'nuts'.")
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
         y = y.astype(np.float64, copy=False)
         if (y < 0).any():
@@ -311,6 +310,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
                 draws=self.draws, random_state=_seed(self.random_state),
                 attrs=self._idata_attrs(), offset=_offset(self.exposure_fit_),
                 priors=fit_priors(self._priors(), "poisson", self.method_, None),
+                identity=self._identity("poisson"),
             )
         return self._idata
 
@@ -446,6 +446,8 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         -------
         float
         """
+        from sklearn.metrics import d2_tweedie_score  # its import loads sklearn's callbacks
+
         return float(d2_tweedie_score(y, self.predict(X), sample_weight=sample_weight, power=1))
 
 

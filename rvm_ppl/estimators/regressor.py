@@ -195,7 +195,7 @@ class RVR(RegressorMixin, _RVMBase):
     alpha_i (weight precision)   ``alpha_``, PyMC ``alpha``
     beta = sigma^-2              ``beta_``, PyMC ``beta``
     mu, Sigma                    ``coef_``, ``sigma_``
-    gamma_i = 1 - alpha_i S_ii   relevance rule of vb/advi/nuts
+    gamma_i = 1 - alpha_i S_ii   relevance rule of vb/advi/nuts, MAP evidence
     a, b (Gamma on alpha_i)      ``alpha_shape``, ``alpha_rate``
     c, d (Gamma on beta)         ``beta_shape``, ``beta_rate``
     ===========================  ==========================================
@@ -379,6 +379,13 @@ class RVR(RegressorMixin, _RVMBase):
         self._store_result(result)
         self.beta_ = result.beta
 
+    def _identity(self, likelihood, y=None):
+        """Return the base's identity, with a noise precision held fixed (``fit_noise=False``)."""
+        identity = super()._identity(likelihood, y)
+        if self.method_ == "evidence" and not self.fit_noise:
+            identity["hyperprior"]["beta_fixed"] = float(self.result_.beta)
+        return identity
+
     @property
     def idata_(self):
         """The fit as :class:`arviz.InferenceData` (:mod:`rvm_ppl.output.idata`; built on first access)."""
@@ -391,6 +398,7 @@ class RVR(RegressorMixin, _RVMBase):
                 draws=self.draws, random_state=_seed(self.random_state),
                 attrs=self._idata_attrs(),
                 priors=fit_priors(self._priors(), "gaussian", self.method_, self.y_fit_),
+                identity=self._identity("gaussian", self.y_fit_),
             )
         return self._idata
 

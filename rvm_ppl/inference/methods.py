@@ -19,13 +19,14 @@ method; exact moments of the posterior predictive for the others).
 
 Relevance rules
 ---------------
-``evidence``
+``evidence`` without a hyperprior on ``alpha`` (type-II maximum likelihood)
     ``alpha_m`` finite (the basis is in the final model).
-``vb``, ``advi``, ``nuts``
+``evidence`` with one (type-II MAP), ``vb``, ``advi``, ``nuts``
     ``E[gamma_m] > 1/2`` with ``gamma_m = 1 - alpha_m Sigma_mm`` (Tipping 2001,
     eq. 17), the posterior expectation of how well the data determine weight
     ``m`` on a scale from 0 (by the prior alone) to 1 (by the data alone).
-    The rule is free of units and needs no threshold on ``alpha``.
+    The rule is free of units and needs no threshold on ``alpha``. For the
+    MAP point ``gamma_m`` is that of its ``alpha_m`` (0 outside the model).
 """
 
 from __future__ import annotations
@@ -70,17 +71,40 @@ def dense_phi(basis, method):
     return basis.Phi
 
 
+def _map_fit(priors):
+    """Whether an evidence fit with these hyperpriors is type-II MAP in ``alpha`` (a or b set)."""
+    return priors is not None and bool(priors["a"] or priors["b"])
+
+
+def evidence_relevance(alpha, gamma, priors):
+    """Decide relevance by the evidence method's rule (module docstring).
+
+    ``alpha_m`` finite for plain type-II maximum likelihood; ``E[gamma_m] >
+    1/2`` (:func:`rvm_ppl.core.result.gamma_relevance`), as for the posterior
+    methods, when a Gamma hyperprior on ``alpha`` makes the fit type-II MAP.
+    """
+    return gamma_relevance(gamma) if _map_fit(priors) else np.isfinite(alpha)
+
+
 def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
     """A :class:`FitResult` from an :class:`~rvm_ppl.closed_form.evidence.EvidenceResult` of ``y / scale``.
 
     With ``t = y / s``: ``w = s w'``, ``alpha = alpha' / s^2``,
     ``beta = beta' / s^2``, Faul & Tipping's ``s_m = s'_m / s^2`` and
     ``q_m = q'_m / s``, and a log density of ``y`` is that of ``t`` minus
-    ``N log s``.
+    ``N log s``. A type-II MAP fit also records the penalised objective it
+    maximised (``objective``, its trace in the ``fit`` group).
     """
     gamma = np.zeros(len(res.alpha))
     gamma[res.active] = 1.0 - res.alpha[res.active] * np.diag(res.Sigma)
     shift = n_obs * np.log(scale)
+    stats = {"log_evidence": float(res.log_evidence) - shift, "n_iter": int(res.n_iter),
+             "converged": int(res.converged)}
+    fit = {"log_evidence": (("iteration",), res.log_evidence_trace - shift),
+           "s": (("candidate",), res.s / scale**2), "q": (("candidate",), res.q / scale)}
+    if _map_fit(res.priors):
+        stats["objective"] = float(res.objective) - shift
+        fit["objective"] = (("iteration",), np.asarray(res.objective_trace) - shift)
     beta = None if res.beta is None else res.beta / scale**2
     return FitResult(
         method="evidence",
@@ -93,18 +117,16 @@ def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
         beta=beta,
         noise_var=None if beta is None else 1.0 / beta,
         gamma=gamma,
-        relevant=np.isfinite(res.alpha),
-        stats={"log_evidence": float(res.log_evidence) - shift, "n_iter": int(res.n_iter),
-               "converged": int(res.converged)},
-        fit={"log_evidence": (("iteration",), res.log_evidence_trace - shift),
-             "s": (("candidate",), res.s / scale**2), "q": (("candidate",), res.q / scale)},
+        relevant=evidence_relevance(res.alpha, gamma, res.priors),
+        stats=stats,
+        fit=fit,
     )
 
 
 def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
                  alignment_test, start, beta, fit_beta, progressbar=False, compiled="auto",
                  offset=None):
-    """Type-II maximum likelihood.
+    """Type-II maximum likelihood, or type-II MAP under a Gamma hyperprior.
 
     ``solver`` chooses the fast sequential algorithm of Tipping & Faul (2003)
     (``"fast"``) or Tipping's (2001) re-estimation of all ``alpha`` at once
@@ -112,6 +134,9 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     likelihood, the limit ``a = b = c = d -> 0`` of the model; with them, the
     posterior of ``(log alpha, log beta)`` is maximised (Tipping 2001, App. A),
     the missing ones taken from :data:`rvm_ppl.model.build.DEFAULT_PRIORS`.
+    The Bernoulli and Poisson likelihoods (fast solver only) take ``a, b`` of
+    ``priors`` on the Laplace evidence
+    (:func:`rvm_ppl.closed_form.bernoulli.fit_evidence_bernoulli`).
     ``progressbar`` shows a live line for a fast fit that runs over two
     seconds. ``compiled``: where the regression's fast solver runs
     (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`).
@@ -127,11 +152,8 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
         if solver != "fast":
             raise ValueError(f"The {likelihood} likelihood's evidence method has the fast "
                              "sequential solver only; use solver='fast'.")
-        if priors is not None:
-            raise ValueError(f"method='evidence' with a {likelihood} likelihood supports no "
-                             "hyperpriors; leave priors=None.")
         common = dict(start=start, max_iter=max_iter, tol=tol, alignment_test=alignment_test,
-                      progressbar=progressbar)
+                      progressbar=progressbar, priors=alpha_hyperprior(priors))
         res = (fit_evidence_bernoulli(basis, y, **common) if likelihood == "bernoulli"
                else fit_evidence_poisson(basis, y, offset, **common))
         return _evidence_result(res, labels, likelihood)
@@ -155,19 +177,39 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     return _evidence_result(res, labels, likelihood, scale, len(y))
 
 
+def alpha_hyperprior(priors):
+    """Return the ``a, b`` of ``priors`` completed (:func:`~rvm_ppl.core.priors.resolve_priors`).
+
+    None stays None.
+
+    What the evidence fits of the likelihoods without a noise precision
+    (Bernoulli, Poisson, categorical) take: ``c, d`` do not enter them.
+    """
+    if priors is None:
+        return None
+    p = resolve_priors(priors)
+    return {"a": p["a"], "b": p["b"]}
+
+
 def multinomial_evidence_results(res, labels):
     """One :class:`FitResult` per class from a :class:`MultinomialEvidenceResult`.
 
     Class ``k``'s support is the bases its weights use, ``mean`` and ``cov``
     its block of the Laplace posterior, ``alpha`` its row (``inf`` where
     pruned), ``gamma_km = 1 - alpha_km Sigma_km,km`` (Tipping 2001, eq. 17)
-    with the joint ``Sigma``; every class carries the model's log evidence.
+    with the joint ``Sigma``; every class carries the model's log evidence
+    (and, type-II MAP, the penalised objective); relevance by
+    :func:`evidence_relevance`.
     """
     K = res.n_classes
     cls, p = res.coef_index[:, 0], res.coef_index[:, 1]
     diag = np.diag(res.Sigma)
     stats = {"log_evidence": float(res.log_evidence), "n_iter": int(res.n_iter),
              "converged": int(res.converged), "shared_alpha": int(res.shared_alpha)}
+    fit = {"log_evidence": (("iteration",), res.log_evidence_trace)}
+    if _map_fit(res.priors):
+        stats["objective"] = float(res.objective)
+        fit["objective"] = (("iteration",), np.asarray(res.objective_trace))
     out = []
     for k in range(K):
         rows = np.flatnonzero(cls == k)
@@ -179,8 +221,8 @@ def multinomial_evidence_results(res, labels):
             method="evidence", likelihood="categorical", basis=tuple(labels),
             support=np.asarray(support, dtype=int), mean=res.mu[k, p[rows]],
             cov=res.Sigma[np.ix_(rows, rows)], alpha=alpha, beta=None, noise_var=None,
-            gamma=gamma, relevant=np.isfinite(alpha), stats={**stats, "class": str(k)},
-            fit={"log_evidence": (("iteration",), res.log_evidence_trace)},
+            gamma=gamma, relevant=evidence_relevance(alpha, gamma, res.priors),
+            stats={**stats, "class": str(k)}, fit=fit,
         ))
     return out
 

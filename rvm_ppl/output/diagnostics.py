@@ -59,6 +59,13 @@ from scipy import special
 from rvm_ppl.core.fits import as_idata
 from rvm_ppl.core.gaussian import log_evidence_gram
 from rvm_ppl.core.linalg import cholesky_jittered
+from rvm_ppl.output.identity import (
+    ModelMismatchWarning,
+    check_one_model,
+    hyperprior_label,
+    hyperpriors_differ,
+)
+from rvm_ppl.output.sensitivity import VERDICTS
 
 __all__ = [
     "ApproximationWarning",
@@ -223,10 +230,23 @@ def _row(method, parameter, basis, ref, draws, hdi_prob, point):
 
 
 def _idatas(fits):
-    """InferenceData of each fit (an estimator's ``idata_``, or the InferenceData itself)."""
+    """InferenceData of each fit (an estimator's ``idata_``, or the InferenceData itself).
+
+    Checked to be fits of one model (:func:`rvm_ppl.output.identity.check_one_model`):
+    fits of other data raise a ``ValueError``, of another model warn.
+    """
     if not isinstance(fits, dict) or not fits:
         raise TypeError("Give the fits as a non-empty dict {name: estimator or InferenceData}.")
-    return {name: as_idata(f, f"Fit {name!r}") for name, f in fits.items()}
+    idatas = {name: as_idata(f, f"Fit {name!r}") for name, f in fits.items()}
+    check_one_model(list(idatas), list(idatas.values()))
+    return idatas
+
+
+def _hyperprior_column(idatas):
+    """``{name: hyperprior label}`` when the fits' hyperpriors differ, else None."""
+    if not hyperpriors_differ(list(idatas.values())):
+        return None
+    return {name: hyperprior_label(i) for name, i in idatas.items()}
 
 
 def compare_to_reference(fits, reference="nuts", hdi_prob=0.94):
@@ -253,7 +273,20 @@ def compare_to_reference(fits, reference="nuts", hdi_prob=0.94):
         the method's median), ``ref_median`` and ``status``: ``"ok"``, ``"point estimate"``
         (coverage 0 by definition) or ``"pruned"`` (``alpha = inf``: W1 and
         shift ``inf``, coverage 0). Bases that the reference itself prunes
-        are left out (nothing to compare with).
+        are left out (nothing to compare with). Where the fits' hyperpriors
+        differ, a column ``hyperprior`` labels each row with its method's.
+
+    Raises
+    ------
+    ValueError
+        If the fits were fitted to different data, or have other candidate
+        bases than the reference.
+
+    Warns
+    -----
+    ModelMismatchWarning
+        If the fits approximate different models
+        (:func:`rvm_ppl.output.identity.check_one_model`).
     """
     import pandas as pd
 
@@ -283,8 +316,12 @@ def compare_to_reference(fits, reference="nuts", hdi_prob=0.94):
             rows.append(_row(name, "log10_beta", "-",
                              np.log10(ref.posterior["beta"].values.ravel()),
                              np.log10(idata.posterior["beta"].values.ravel()), hdi_prob, point))
-    return pd.DataFrame(rows, columns=["method", "parameter", "basis", "w1", "median_shift_sd",
-                                       "coverage", "ref_quantile", "ref_median", "status"])
+    table = pd.DataFrame(rows, columns=["method", "parameter", "basis", "w1", "median_shift_sd",
+                                        "coverage", "ref_quantile", "ref_median", "status"])
+    hyper = _hyperprior_column(idatas)
+    if hyper is not None:
+        table["hyperprior"] = table["method"].map(hyper)
+    return table
 
 
 def compare_predictive(estimators, X_test, reference="nuts"):
@@ -825,8 +862,12 @@ def loo_table(fits, X_test=None, y_test=None):
     pandas.DataFrame
         ``az.compare``'s table (ranked by ``elpd_loo``) plus ``n_k_gt_0.7``,
         the number of observations whose LOO Pareto ``k > 0.7`` (LOO is
-        unreliable for them), ``max_k``, and ``test_lpd`` (sum over the test
-        points) when test data are given.
+        unreliable for them), ``max_k``, ``test_lpd`` (sum over the test
+        points) when test data are given, and ``hyperprior`` where the fits'
+        hyperpriors differ. LOO ranks models, so fits of different
+        hyperpriors are compared, with a :class:`ModelMismatchWarning`; fits
+        of other data are refused (``ValueError``): their LOO are not on one
+        scale.
     """
     import arviz as az
 
@@ -848,6 +889,9 @@ def loo_table(fits, X_test=None, y_test=None):
         if not all(hasattr(f, "predict") for f in fits.values()):
             raise TypeError("The held-out density needs the fitted estimators, not InferenceData.")
         table["test_lpd"] = [heldout_lpd(fits[k], X_test, y_test) for k in table.index]
+    hyper = _hyperprior_column(idatas)
+    if hyper is not None:
+        table["hyperprior"] = [hyper[k] for k in table.index]
     return table
 
 
@@ -883,15 +927,33 @@ def summary_table(fits, reference="nuts", X_test=None, y_test=None, *, fit_times
         keeps: W1 = inf there), ``w1_log10_beta``, ``coverage_log10_beta``,
         ``elpd_loo``, ``elpd_loo_se``, ``n_loo_k_gt_0.7``, ``test_lpd`` (with
         test data), ``n_divergences``, ``max_rhat``,
-        ``min_ess_bulk_log_alpha`` (nuts).
+        ``min_ess_bulk_log_alpha`` (nuts); which alpha the data decide
+        (``idata.relevance.verdict``, :mod:`rvm_ppl.output.sensitivity`):
+        ``n_data_driven``, ``n_prior_driven``, ``n_conflict``,
+        ``n_undetermined``, counts over the candidate bases with a verdict
+        (NaN for the evidence method's point estimate); and ``hyperprior``
+        where the fits' hyperpriors differ.
+
+    Raises
+    ------
+    ValueError
+        If the fits were fitted to different data.
+
+    Warns
+    -----
+    ModelMismatchWarning
+        Once, if the fits approximate different models
+        (:func:`rvm_ppl.output.identity.check_one_model`).
     """
     import pandas as pd
 
     idatas = _idatas(fits)
     fit_times = fit_times or {}
-    dist = (compare_to_reference(fits, reference, hdi_prob) if reference in idatas
-            else None)
-    loo = loo_table(fits, X_test, y_test)
+    with warnings.catch_warnings():  # _idatas has warned once for the table
+        warnings.simplefilter("ignore", ModelMismatchWarning)
+        dist = (compare_to_reference(fits, reference, hdi_prob) if reference in idatas
+                else None)
+        loo = loo_table(fits, X_test, y_test)
     rows = {}
     for name, idata in idatas.items():
         attrs = idata.attrs
@@ -923,5 +985,19 @@ def summary_table(fits, reference="nuts", X_test=None, y_test=None, *, fit_times
             row["test_lpd"] = float(loo.loc[name, "test_lpd"])
         for k in ("n_divergences", "max_rhat", "min_ess_bulk_log_alpha"):
             row[k] = float(attrs[k]) if k in attrs else np.nan
+        row.update(_verdict_counts(idata))
         rows[name] = row
-    return pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+    table = pd.DataFrame.from_dict(rows, orient="index").rename_axis("method")
+    hyper = _hyperprior_column(idatas)
+    if hyper is not None:
+        table["hyperprior"] = [hyper[k] for k in table.index]
+    return table
+
+
+def _verdict_counts(idata):
+    """``n_<verdict>`` per power-scaling verdict of the fit's bases; NaN where none applies."""
+    verdict = (np.asarray(idata.relevance["verdict"].values).ravel()
+               if "verdict" in idata.relevance else np.array([]))
+    known = np.isin(verdict, list(VERDICTS.values()))
+    return {f"n_{v.replace('-', '_')}": float((verdict == v).sum()) if known.any() else np.nan
+            for v in VERDICTS.values()}

@@ -39,7 +39,14 @@ layout, following ArviZ's schema:
 ``relevance``
     Every candidate basis function on ``basis``: ``alpha`` (the method's
     point summary, ``inf`` where pruned), ``gamma`` (``E[gamma_m]``),
-    ``relevant`` (the method's decision) and ``in_model``.
+    ``relevant`` (the method's decision), ``in_model``, and which alpha the
+    data decide (:mod:`rvm_ppl.output.sensitivity`): ``prior_sensitivity``
+    and ``likelihood_sensitivity`` (power-scaling, Kallioinen et al. 2023,
+    of the posterior of ``log alpha_m``) and ``verdict`` (``"data-driven"``,
+    ``"prior-driven"``, ``"conflict"``, ``"undetermined"``). Computed once,
+    when the InferenceData is built; ``"n/a"`` and NaN for the evidence
+    method (a point estimate), for bases outside the model and for a fit
+    without ``log_prior`` or ``log_likelihood``.
 ``prior``
     :data:`PRIOR_DRAWS` draws (one chain) from the hyperprior the fit used,
     in the units of ``y``: ``alpha`` and ``log_alpha`` (chain, draw, basis)
@@ -69,7 +76,19 @@ Plain type-II maximum likelihood (evidence without hyperpriors) is the limit
 Everything is in the units of ``y``. ``attrs`` (of the InferenceData and of
 every group) carry ``inference_method``, ``rvm_ppl_version``, the inference
 library's version and the method's scalars (``log_evidence``, ``elbo``,
-``n_iter``, NUTS diagnostics, ...).
+``n_iter``, NUTS diagnostics, ...), and the identity of the model the fit
+approximates (:func:`model_identity`), which the comparisons of
+:mod:`rvm_ppl.output.identity` check: ``likelihood``, ``hyperprior`` (JSON:
+``a, b`` and, for regression, ``c, d`` in the units the fit used;
+``a = b = c = d = 0`` for plain type-II maximum likelihood, flat in
+``log alpha`` and ``log beta``; ``beta_fixed`` where the noise precision was
+held fixed), ``target_scale`` (the ``std(y)`` by which the regression rates
+were scaled: ``b = b' target_scale^2`` for the estimator's ``b'``; 1 for a
+fit of a PyMC model, whose hyperprior applies to ``y`` as given),
+``kernel`` (the estimator's kernel, as its repr), ``basis_hash`` (a hash of the
+basis labels and of the training inputs, or of the design matrix where the
+inputs are not known; ``basis_hash_of`` says which) and
+``parameterization``.
 
 Classifiers of ``K > 2`` classes (:func:`ovr_idata`, one-vs-rest) and the
 multinomial RVM (:func:`multinomial_idata`, any ``K``) add a ``class``
@@ -87,6 +106,7 @@ is in the documentation's Defaults and why page, section "InferenceData".
 
 from __future__ import annotations
 
+import hashlib
 import json
 from dataclasses import replace
 from importlib.metadata import PackageNotFoundError, version
@@ -259,8 +279,80 @@ def _attrs(result, attrs):
     }
 
 
+def model_identity(result, priors, identity=None, X=None, Phi=None):
+    """Return the attributes that identify the model a fit approximates (module docstring).
+
+    Parameters
+    ----------
+    result : FitResult
+    priors : dict or None
+        The hyperprior of the ``prior`` and ``log_prior`` groups.
+    identity : dict, optional
+        ``hyperprior`` (dict ``a, b[, c, d][, beta_fixed]`` in the units of
+        the fit; default ``priors``), ``target_scale`` (default 1) and
+        ``inputs`` (an array that, with the basis labels, fixes the design
+        matrix: the estimator's training inputs; default ``X``, else ``Phi``).
+    X, Phi : ndarray, optional
+
+    Returns
+    -------
+    dict of str or float
+        Together with ``likelihood`` (:func:`_attrs`), the model's identity.
+    """
+    identity = dict(identity or {})
+    hyperprior = identity.get("hyperprior", priors)
+    if hyperprior is not None and result.likelihood != "gaussian":  # no beta: c, d do not apply
+        hyperprior = {k: v for k, v in hyperprior.items() if k not in ("c", "d")}
+    inputs, of = identity.get("inputs"), "inputs"
+    if inputs is None:
+        inputs, of = (X, "inputs") if X is not None else (Phi, "design")
+    h = hashlib.sha256(json.dumps(list(result.basis)).encode())
+    if inputs is not None:
+        inputs = np.ascontiguousarray(inputs, dtype=float)
+        h.update(repr(inputs.shape).encode())
+        h.update(inputs.tobytes())
+    return {
+        "hyperprior": "unknown" if hyperprior is None else json.dumps(
+            {k: float(v) for k, v in hyperprior.items()}),
+        "target_scale": float(identity.get("target_scale", 1.0)),
+        "basis_hash": h.hexdigest()[:16],
+        "basis_hash_of": of if inputs is not None else "labels",
+        "parameterization": str(result.stats.get("parameterization", "closed form")),
+    }
+
+
+def _verdict_vars(method, post_alpha, support, n_candidates, log_prior, loglik, dims):
+    """``prior_sensitivity``, ``likelihood_sensitivity`` and ``verdict`` of ``relevance``.
+
+    ``post_alpha`` (chain, draw, ..., len(support)) are the posterior draws;
+    ``log_prior`` the ``log_prior`` group's variables (or None), ``loglik``
+    the pointwise log-likelihood (chain, draw, obs) or None. Power-scaled by
+    :func:`rvm_ppl.output.sensitivity.power_scaling` on the bases whose
+    draws are finite; ``"n/a"`` and NaN elsewhere and for the evidence method.
+    """
+    from rvm_ppl.output.sensitivity import power_scaling, verdicts
+
+    shape = (*post_alpha.shape[2:-1], n_candidates)
+    prior_s, lik_s = np.full(shape, np.nan), np.full(shape, np.nan)
+    if method != "evidence" and log_prior is not None and loglik is not None:
+        finite = np.isfinite(post_alpha).all(axis=(0, 1))  # outside a class's model: inf
+        total_prior = sum(np.where(np.isfinite(v), v, 0.0).reshape(v.shape[:2] + (-1,)).sum(-1)
+                          for v in log_prior.values())
+        total_lik = np.asarray(loglik).reshape(post_alpha.shape[:2] + (-1,)).sum(-1)
+        if finite.any() and np.isfinite(total_prior).all() and np.isfinite(total_lik).all():
+            with np.errstate(divide="ignore"):
+                p, lik = power_scaling(np.log(post_alpha[..., finite]), total_prior, total_lik)
+            cols = np.asarray(support)
+            sel = np.zeros(shape, dtype=bool)
+            sel[..., cols] = finite
+            prior_s[sel], lik_s[sel] = np.ravel(p), np.ravel(lik)
+    return {"prior_sensitivity": (dims, prior_s), "likelihood_sensitivity": (dims, lik_s),
+            "verdict": (dims, verdicts(prior_s, lik_s))}
+
+
 def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=None,
-             attrs=None, extra_groups=None, constants=None, priors=None, offset=None):
+             attrs=None, extra_groups=None, constants=None, priors=None, offset=None,
+             identity=None):
     """Assemble the package's InferenceData from a fit.
 
     Parameters
@@ -291,6 +383,9 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     offset : ndarray of shape (N,), optional
         The Poisson likelihood's log exposure, added to ``Phi w`` in the
         pointwise groups and stored in ``constant_data`` as ``offset``.
+    identity : dict, optional
+        What identifies the model beyond ``result`` (:func:`model_identity`):
+        ``hyperprior``, ``target_scale``, ``inputs``.
 
     Returns
     -------
@@ -314,7 +409,7 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
          for k, v in post_draws.items()},
         coords=coords,
     )
-    all_attrs = _attrs(result, attrs)
+    all_attrs = {**_attrs(result, attrs), **model_identity(result, priors, identity, X, Phi)}
     y = np.asarray(y)
     obs = np.arange(y.shape[0])
     groups = {
@@ -364,6 +459,11 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
         groups["sample_stats"] = result.sample_stats
     # Drawn last, so that the posterior's draws do not depend on them.
     groups.update(_prior_groups(priors, result.likelihood, post_draws, coords, rng))
+    groups["relevance"] = groups["relevance"].assign(_verdict_vars(
+        result.method, np.asarray(post_draws["alpha"]), result.support, len(labels),
+        groups["log_prior"] if "log_prior" in groups else None,
+        groups["log_likelihood"]["y"].values if "log_likelihood" in groups else None,
+        ("basis",)))
     groups.update(extra_groups or {})
     for ds in groups.values():
         ds.attrs.update(all_attrs)
@@ -493,7 +593,7 @@ def _constant_data(X, obs, constants, offset=None):
 
 def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
                       random_state=None, joint_cov=None, attrs=None, constants=None,
-                      priors=None):
+                      priors=None, identity=None):
     """The InferenceData of a multinomial (softmax) RVM, with a ``class`` dimension.
 
     The layout of :func:`to_idata` with ``class`` before ``basis`` in every
@@ -538,6 +638,8 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
         As for :func:`to_idata`; ``prior`` and ``log_prior`` gain the
         ``class`` dimension (a weight outside a class's model has
         ``alpha = inf``, log prior density ``-inf``).
+    identity : dict, optional
+        As for :func:`to_idata`.
 
     Returns
     -------
@@ -554,7 +656,9 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
     W, alpha = _multinomial_draws(results, support, chains, draws, joint_cov, rng)
     n_chain, n_draw = W.shape[:2]
     stats = {k: v for k, v in results[0].stats.items() if k != "class"}
+    priors = _result_priors(results[0], priors)
     all_attrs = {**_attrs(replace(results[0], stats=stats), attrs),
+                 **model_identity(results[0], priors, identity, X, Phi),
                  "multi_class": "multinomial", "classes": json.dumps(labels)}
     coords = {"chain": np.arange(n_chain), "draw": np.arange(n_draw), "class": labels,
               "basis": kept}
@@ -591,8 +695,10 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
     )
     if results[0].sample_stats is not None:
         groups["sample_stats"] = results[0].sample_stats
-    groups.update(_prior_groups(_result_priors(results[0], priors), "categorical",
-                                {"alpha": alpha}, coords, rng))
+    groups.update(_prior_groups(priors, "categorical", {"alpha": alpha}, coords, rng))
+    groups["relevance"] = groups["relevance"].assign(_verdict_vars(
+        results[0].method, alpha, support, M, groups.get("log_prior"),
+        groups["log_likelihood"]["y"].values if "log_likelihood" in groups else None, rdims))
     for ds in groups.values():
         ds.attrs.update(all_attrs)
     idata = az.InferenceData(**groups)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import numpy as np
 
 from rvm_ppl.core.fits import as_idata
+from rvm_ppl.output.identity import check_one_model
+from rvm_ppl.output.sensitivity import NOT_APPLICABLE
 
 __all__ = ["alpha_summary", "alpha_table", "named_fits", "select_class"]
 
@@ -33,14 +35,26 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=N
     -------
     pandas.DataFrame
         Index ``basis``; for each fit the median, HDI bounds of log10 alpha
-        (``inf`` where pruned; a point estimate has equal bounds) and the
-        relevance decision; a final column ``agree`` that is true where all
-        fits make the same relevance decision.
+        (``inf`` where pruned; a point estimate has equal bounds), the
+        relevance decision and the power-scaling ``verdict``
+        (:mod:`rvm_ppl.output.sensitivity`: ``"data-driven"``,
+        ``"prior-driven"``, ``"conflict"``, ``"undetermined"`` or ``"n/a"``);
+        a final column ``agree`` that is true where all fits make the same
+        relevance decision. Fits of different hyperpriors are named with
+        theirs (:func:`named_fits`).
 
     Raises
     ------
     TypeError
         If a fit is neither a fitted estimator nor an rvm_ppl InferenceData.
+    ValueError
+        If the fits were fitted to different data.
+
+    Warns
+    -----
+    ModelMismatchWarning
+        If the fits approximate different models
+        (:func:`rvm_ppl.output.identity.check_one_model`).
     """
     import pandas as pd
 
@@ -57,6 +71,9 @@ def alpha_table(idatas, *, model_names=None, hdi_prob=0.94, basis=None, class_=N
         columns[(name, "hdi low")] = lo
         columns[(name, "hdi high")] = hi
         columns[(name, "relevant")] = rel
+        columns[(name, "verdict")] = (idata.relevance["verdict"].values
+                                      if "verdict" in idata.relevance
+                                      else np.full(len(labels), NOT_APPLICABLE))
     rel_all = np.array(rel_all)
     columns[("all", "agree")] = (rel_all == rel_all[0]).all(axis=0)
     df = pd.DataFrame(columns, index=pd.Index(labels, name="basis"))
@@ -81,6 +98,8 @@ def named_fits(fits, *, model_names=None, class_=None):
     Returns
     -------
     names : list of str
+        Each followed by its hyperprior in brackets where the fits'
+        hyperpriors differ (:func:`rvm_ppl.output.identity.check_one_model`).
     idatas : list of arviz.InferenceData
         Each reduced to ``class_`` by :func:`select_class`.
 
@@ -88,6 +107,13 @@ def named_fits(fits, *, model_names=None, class_=None):
     ------
     TypeError
         If a fit is neither a fitted estimator nor an rvm_ppl InferenceData.
+    ValueError
+        If the fits were fitted to different data.
+
+    Warns
+    -----
+    ModelMismatchWarning
+        If the fits approximate different models.
     """
     if isinstance(fits, dict):
         model_names = model_names or list(fits)
@@ -100,7 +126,7 @@ def named_fits(fits, *, model_names=None, class_=None):
     idatas = [select_class(as_idata(f, what), class_) for what, f in fits.items()]
     model_names = model_names or [i.attrs.get("inference_method", f"fit {k}")
                                   for k, i in enumerate(idatas)]
-    return list(model_names), idatas
+    return check_one_model(model_names, idatas), idatas
 
 
 def select_class(idata, class_):
