@@ -84,7 +84,7 @@ EXPECTED = {
     },
     "08_counts.ipynb": {
         "n_relevant_evidence": (1, 15),
-        "rms_evidence": (0.0, 0.35),           # log rate 1 + 2 sinc(x); 60 counts in the quick run
+        "rms_evidence": (0.0, 0.35),           # log rate 1 + 2 sinc(x), 100 counts
         "rms_nuts": (0.0, 0.35),
         "coverage_evidence": (0.85, 0.99),     # central 90 % intervals of counts (>= 0.9 by discreteness)
         "coverage_nuts": (0.85, 0.99),
