@@ -2,6 +2,7 @@
 
     python benchmarks/bench_demo.py                 # the demo's defaults
     python benchmarks/bench_demo.py --n 30 --draws 60 --chains 2   # a quick look
+    python benchmarks/bench_demo.py --figures out                # and keep its figures in out/
 
 Runs :func:`rvm_ppl.demo.main` in this process (its figures go to a temporary
 folder) and records every table of the ``methods.md`` it writes (the fits of
@@ -61,6 +62,8 @@ def main():
     p.add_argument("--n", type=int, default=None, help="the demo's --n")
     p.add_argument("--draws", type=int, default=None, help="the demo's --draws")
     p.add_argument("--chains", type=int, default=None, help="the demo's --chains")
+    p.add_argument("--figures", default=None,
+                   help="keep the demo's figures and methods.md in this folder (default: discarded)")
     add_results_argument(p)
     args = p.parse_args()
     results_recorder(results_name(__file__), notes=args.note)
@@ -69,7 +72,8 @@ def main():
 
     from rvm_ppl import demo
 
-    with tempfile.TemporaryDirectory() as out:
+    with tempfile.TemporaryDirectory() as tmp:
+        out = args.figures or tmp
         start = time.perf_counter()
         demo.main(["--out", out, *demo_args])
         seconds = time.perf_counter() - start
