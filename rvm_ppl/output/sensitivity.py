@@ -7,7 +7,8 @@ posterior and its power-scaled version, differentiated in ``log2 c`` at
 ``c = 1`` by finite differences (``c = 1 / 1.01`` and ``1.01``). The
 power-scaled posterior is the fit's own draws, importance-weighted by
 ``p^(c - 1)`` and smoothed by PSIS, so nothing is refitted. This module
-computes it with ArviZ's :func:`arviz.psens`, on the draws of ``log alpha_m``
+computes what ArviZ's :func:`arviz.psens` computes, for every basis at once
+(:func:`power_scaling`), on the draws of ``log alpha_m``
 (the scale on which the package reads alpha), with the prior of the
 InferenceData's ``log_prior`` group (the joint log hyperprior density of
 every ``log alpha_m`` and ``log beta``) and the joint log-likelihood of its
