@@ -100,7 +100,7 @@ from rvm_ppl.closed_form.bernoulli import (
     alpha_priors,
     polish_map,
 )
-from rvm_ppl.closed_form.driver import as_mask, ascend, decide, scalar_gains
+from rvm_ppl.closed_form.driver import ascend, scalar_gains
 from rvm_ppl.closed_form.evidence import (
     ADD,
     DELETE,
@@ -262,37 +262,6 @@ def group_out_factors(S, Q, alpha):
     with np.errstate(invalid="ignore", divide="ignore"):
         ratio = np.where(inm, a / (a - lamS), 1.0)
     return lamS * ratio, (QU * ratio) ** 2
-
-
-def choose_action_shared(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
-    """Choose the best add / re-estimate / delete step for groups sharing one ``alpha``.
-
-    The decision phase of Tipping & Faul (2003), §4, with SparseBayes's
-    preferences (a pending deletion wins), on :func:`group_gain`: a group
-    in the model with ``max l <= 0`` is deleted (gain ``-l(alpha)``), one
-    with a finite maximiser is re-estimated (gain ``l(alpha*) - l(alpha)``),
-    a relevant group outside it is added (gain ``l(alpha*)``).
-
-    Parameters
-    ----------
-    S : ndarray of shape (M, K, K)
-        In-model sparsity factors of every basis function.
-    Q : ndarray of shape (M, K)
-        In-model quality factors.
-    active : sequence of int
-        Basis indices in the model, in the order of ``alpha``.
-    alpha : ndarray of shape (len(active),)
-    blocked : collection of int
-    tol : float
-
-    Returns
-    -------
-    rvm_ppl.closed_form.evidence.Decision
-    """
-    act = np.asarray(active, dtype=int)
-    alpha = np.asarray(alpha, dtype=float)
-    gains = group_gains(S, Q, act, alpha, as_mask(blocked, S.shape[0]))
-    return decide(act, alpha, gains, tol)
 
 
 def group_gains(S, Q, act, alpha, blocked, prior=None):
