@@ -36,12 +36,16 @@ def sinc_data():
 
 # The longest modules first. With --dist loadfile each worker takes one module at a time,
 # in collection order; a long module collected last runs alone on one worker while the
-# other idles. Longest first, the two workers finish close together.
+# other idles. Longest first (by a cold run's module totals), the two workers finish
+# close together. The compiled evidence engine's first compile comes early, so that the
+# later modules that use it load it from Numba's cache.
 LONGEST_FIRST = (
-    "test_notebooks.py", "test_determinism.py", "test_sampling.py", "test_joints.py",
-    "test_methods.py", "test_rvc.py", "test_demo.py", "test_calibration.py",
-    "test_rvc_multinomial.py", "test_diagnostics.py", "test_contract.py",
-    "test_model_lowrank.py",
+    "test_notebooks.py", "test_joints.py", "test_sampling.py", "test_evidence_engine.py",
+    "test_rvc_multinomial.py", "test_determinism.py", "test_calibration.py",
+    "test_model_lowrank.py", "test_prior_groups.py", "test_prior_verdicts.py", "test_rvc.py",
+    "test_methods.py", "test_diagnostics.py", "test_model_multinomial.py", "test_contract.py",
+    "test_persistence.py", "test_demo.py", "test_estimators.py", "test_compiled.py",
+    "test_callbacks.py",
 )
 
 
