@@ -327,7 +327,7 @@ class RVR(RegressorMixin, _RVMBase):
         # Up to COMPILED_DENSE_MAX_N the compiled engine on the exact dense
         # matrix is fastest; above it a low-rank factor, where one exists.
         priors = self._priors()
-        dense = fast and priors is None and X.shape[0] <= COMPILED_DENSE_MAX_N
+        dense = fast and X.shape[0] <= COMPILED_DENSE_MAX_N
         basis, labels, n_extra = self._training_basis(
             X, kernel, lazy_ok=method == "vb" or (fast and not dense))
         beta = None if self.noise_std is None else 1.0 / self.noise_std**2
