@@ -150,6 +150,11 @@ def gamma_log_prior(x, shape, rate):
     return shape * np.log(x) - rate * x
 
 
+def gamma_log_prior_terms(x, shape, rate):
+    """First and second derivative of :func:`gamma_log_prior` in ``log x``. Element-wise."""
+    return shape - rate * x, -rate * x
+
+
 def cubic(x, c3, c2, c1, c0):
     """``((c3 x + c2) x + c1) x + c0``. Element-wise."""
     return ((c3 * x + c2) * x + c1) * x + c0
@@ -213,7 +218,7 @@ def penalised_alpha(s, q2, a, b):
     x_hi = 1.0 + big / np.abs(c3)
     low = two & (x1 > 0) & (cubic(pick(x1 > 0, x1, 1.0), c3, c2, c1, c0) < 0)
     start_high = pick(two, np.maximum(x2, 0.0), 0.0)
-    high = pick(start_high > 0, cubic(start_high, c3, c2, c1, c0) > 0, True)
+    high = pick(start_high > 0, cubic(start_high, c3, c2, c1, c0), 1.0) > 0
     x_best = s * np.nan
     v_best = s * 0.0 - _INF
     if np.any(low):
@@ -577,7 +582,8 @@ def climb(model, max_iter, tol, alignment_max, blocker, counts):
 
 
 _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
-           "delete_gain", "member_gains", "gamma_log_prior", "cubic", "bisect_root",
+           "delete_gain", "member_gains", "gamma_log_prior", "gamma_log_prior_terms", "cubic",
+           "bisect_root",
            "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain", "prefer", "noise_due",
            "block_aligned", "release", "reblock", "release_refused")
 _LOOP = ("unblock", "climb")  # what calls ``ops``

@@ -79,6 +79,7 @@ _delete_gain = _decisions["delete_gain"]
 _prefer = _decisions["prefer"]
 _noise_due = _decisions["noise_due"]
 _gamma_log_prior = _decisions["gamma_log_prior"]
+_gamma_log_prior_terms = _decisions["gamma_log_prior_terms"]
 _penalised_alpha = _decisions["penalised_alpha"]
 _prior_gain = _decisions["prior_gain"]
 _climb = _decisions["climb"]
@@ -565,18 +566,33 @@ def _direction(g, H):
 
 @njit(cache=True, error_model="numpy")
 def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, Sigma, mu, Sig2, mu2,
-            S, Q):
-    """:func:`rvm_ppl.closed_form.evidence._polish`: ``(ok, moved, beta, log evidence)``."""
+            S, Q, floats):
+    """:func:`rvm_ppl.closed_form.evidence._polish`: ``(ok, moved, beta, log evidence)``.
+
+    With the hyperpriors of ``floats`` it climbs the penalised objective.
+    """
     N = t.shape[0]
+    a, b, c, d = floats[_A], floats[_B], floats[_C], floats[_D]
     ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
                                   False)
     if not ok:
         return False, False, beta, current
     _pin(act, k, alpha, Sigma, mu, S, Q)
-    start = current
+    objective = current + _penalty(act, k, alpha, scale, beta, floats)
+    start = objective
     base = alpha[:k].copy()
     for _ in range(_POLISH_STEPS):
         g, H = _newton_terms(base, beta, Sigma, mu, ED, N, k, free_beta)
+        if a > 0.0 or b > 0.0:
+            for i in range(k):
+                sc = scale[act[i]]
+                gi, hi = _gamma_log_prior_terms(base[i] * (sc * sc), a, b)
+                g[i] += gi
+                H[i, i] += hi
+        if free_beta and (c > 0.0 or d > 0.0):
+            gi, hi = _gamma_log_prior_terms(beta, c, d)
+            g[k] += gi
+            H[k, k] += hi
         found, step = _direction(g, H)
         gain = 0.0
         for i in range(g.size):
@@ -584,7 +600,7 @@ def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, S
         if not found or gain <= _POLISH_GAIN:
             break
         accepted = False
-        trial_beta, trial_ED, value = beta, ED, current
+        trial_beta, trial_ED, value, trial_objective = beta, ED, current, objective
         for _ in range(20):
             for i in range(k):
                 alpha[i] = base[i] * np.exp(step[i])
@@ -593,18 +609,19 @@ def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, S
                                               Sig2, mu2, S, Q, False)
             if not ok:
                 return False, False, beta, current
-            if value > current:
+            trial_objective = value + _penalty(act, k, alpha, scale, trial_beta, floats)
+            if trial_objective > objective:
                 accepted = True
                 break
             step /= 2
         if not accepted:
             break
         base[:] = alpha[:k]
-        beta, ED, current = trial_beta, trial_ED, value
+        beta, ED, current, objective = trial_beta, trial_ED, value, trial_objective
         Sigma[:k, :k] = Sig2[:k, :k]
         mu[:k] = mu2[:k]
     alpha[:k] = base
-    if current == start:
+    if objective == start:
         return True, False, beta, current
     ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
                                   True)
@@ -670,15 +687,16 @@ def _no(st):
 
 @_op
 def _known(st):
-    st.floats[_PEN0] = _penalty(st.act, st.alpha, st.scale, st.ints, st.floats)
+    st.floats[_PEN0] = _penalty(st.act, st.ints[_K], st.alpha, st.scale, st.floats[_BETA],
+                                st.floats)
     return st.floats[_LOGML] + st.floats[_PEN0]
 
 
 @_op
 def _track(st, gain):
     # Rank-one updates: the objective moves by the predicted gain; keep its evidence part.
-    st.floats[_LOGML] += gain - (_penalty(st.act, st.alpha, st.scale, st.ints, st.floats)
-                                 - st.floats[_PEN0])
+    st.floats[_LOGML] += gain - (_penalty(st.act, st.ints[_K], st.alpha, st.scale,
+                                          st.floats[_BETA], st.floats) - st.floats[_PEN0])
 
 
 @_op
@@ -727,16 +745,19 @@ def _failed(st):
 
 
 @_op
-def _penalty(act, alpha, scale, ints, floats):
-    """Return the hyperprior terms of the objective (original column units; ``_Model.penalty``)."""
+def _penalty(act, k, alpha, scale, beta, floats):
+    """Return the hyperprior terms of the objective (original column units; ``_Model.penalty``).
+
+    Of the ``k`` bases ``act`` with precisions ``alpha`` and noise precision ``beta``.
+    """
     a, b, c, d = floats[_A], floats[_B], floats[_C], floats[_D]
     out = 0.0
     if a > 0.0 or b > 0.0:
-        for i in range(ints[_K]):
+        for i in range(k):
             sc = scale[act[i]]
             out += _gamma_log_prior(alpha[i] * (sc * sc), a, b)
     if c > 0.0 or d > 0.0:
-        out += _gamma_log_prior(floats[_BETA], c, d)
+        out += _gamma_log_prior(beta, c, d)
     return out
 
 
@@ -781,7 +802,7 @@ def _below(before, Phi, scale, t, proj, GT, act, alpha, Sig2, mu2, S, Q, ints, f
     if not ok:
         ints[_STATUS] = FAILED
         return False
-    return exact + _penalty(act, alpha, scale, ints, floats) < before
+    return exact + _penalty(act, ints[_K], alpha, scale, floats[_BETA], floats) < before
 
 
 @_op
@@ -802,7 +823,6 @@ def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu
            top, idx, trace, otrace, counts, ints, floats):
     """Run the noise schedule, the drift check and the polish (``_Model.after_step``).
 
-    The polish runs on the plain evidence only, as in the Python loop.
     Returns whether the noise moved.
     """
     if ints[_STATUS] != OK:
@@ -842,12 +862,11 @@ def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu
             counts[_REFRESH] += 1
     if ok and not terminate:
         ints[_STREAK] = ints[_STREAK] + 1 if action == REESTIMATE else 0
-    plain = floats[_A] == 0.0 and floats[_B] == 0.0 and floats[_C] == 0.0 and floats[_D] == 0.0
-    if ok and ints[_STREAK] >= _POLISH_AFTER and plain:
+    if ok and ints[_STREAK] >= _POLISH_AFTER:
         ints[_STREAK] = 0
         free_beta = not fixed_beta and ints[_NOISE_FROM] >= 0
         ok, moved, beta, logml = _polish(Phi, scale, t, proj, GT, act, k, alpha, floats[_BETA],
-                                         beta_max, free_beta, Sigma, mu, Sig2, mu2, S, Q)
+                                         beta_max, free_beta, Sigma, mu, Sig2, mu2, S, Q, floats)
         floats[_BETA], floats[_LOGML] = beta, logml
         counts[_POLISH] += moved
     if not ok:
@@ -855,7 +874,8 @@ def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu
         return False
     if not terminate or noise_moved:
         trace[ints[_N_TRACE]] = floats[_LOGML]
-        otrace[ints[_N_TRACE]] = floats[_LOGML] + _penalty(act, alpha, scale, ints, floats)
+        otrace[ints[_N_TRACE]] = floats[_LOGML] + _penalty(act, ints[_K], alpha, scale,
+                                                           floats[_BETA], floats)
         ints[_N_TRACE] += 1
     return noise_moved
 
@@ -942,7 +962,8 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     if st.ints[_STATUS] != OK:
         return failed
     st.trace[0] = st.floats[_LOGML]
-    st.otrace[0] = st.floats[_LOGML] + _penalty(st.act, st.alpha, st.scale, st.ints, st.floats)
+    st.otrace[0] = st.floats[_LOGML] + _penalty(st.act, st.ints[_K], st.alpha, st.scale,
+                                                st.floats[_BETA], st.floats)
     st.ints[_N_TRACE] = 1
 
     loop = np.zeros(_driver.N_COUNTS, dtype=np.int64)

@@ -32,7 +32,8 @@ then re-estimates the same few precisions hundreds of times, each step
 gaining micro-nats. After ``POLISH_AFTER`` re-estimations in a row a
 Newton ascent on all ``log alpha`` of the model (and ``log beta``) at once
 (:func:`evidence_newton_terms`, :func:`_polish`) finishes that climb in a
-few steps; it too accepts only steps that raise ``L``.
+few steps; it too accepts only steps that raise ``L`` (the penalised
+objective below, with hyperpriors).
 
 With Gamma hyperpriors (``priors``; Tipping 2001, Appendix A) the same
 algorithm maximises the log posterior density of ``(log alpha, log beta)``,
@@ -90,6 +91,7 @@ from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
     ascend,
     decide,
     gamma_log_prior,
+    gamma_log_prior_terms,
     may_gain,
     noise_due,
     penalised_alpha,
@@ -599,7 +601,7 @@ class _Model:
                 self.counts["refresh"] += 1
         if not terminate:
             self.streak = self.streak + 1 if d.action == REESTIMATE else 0
-        if self.streak >= POLISH_AFTER and self.priors is None:
+        if self.streak >= POLISH_AFTER:
             self.streak = 0
             self.counts["polish"] += _polish(self, self.beta_max,
                                              not self.fixed_beta and self.noise_from >= 0)
@@ -1354,21 +1356,34 @@ def newton_direction(g, H):
 
 
 def _polish(model, beta_max, free_beta):
-    """Newton ascent of the log evidence in all ``log alpha`` of the model (and ``log beta``).
+    """Newton ascent of the objective in all ``log alpha`` of the model (and ``log beta``).
 
+    The objective is the log evidence, plus the hyperprior terms with
+    ``model.priors`` (Tipping 2001, eq. 36; their derivatives in the log
+    scale are :func:`rvm_ppl.closed_form.driver.gamma_log_prior_terms`).
     Steps of :func:`newton_direction` are halved (at most 20 times) until
-    they raise the evidence; the polish ends after ``POLISH_STEPS`` steps,
+    they raise the objective; the polish ends after ``POLISH_STEPS`` steps,
     a rejected step, or a predicted gain below ``POLISH_GAIN``. Leaves the
     model with exact ``Sigma, mu`` and log evidence (and exact ``S, Q`` if
     it moved); returns whether it moved.
     """
+    priors = model.priors
     core = model.load_core()
-    start = current = model.logml
+    start = current = model.logml + model.penalty()
     alpha, beta = model.alpha.copy(), model.beta
     k = alpha.size
+    sc2 = model.scale[model.act_idx] ** 2
     for _ in range(POLISH_STEPS):
         g, H = evidence_newton_terms(alpha, beta, core["Sigma"], core["mu"], core["ED"], model.N,
                                      free_beta)
+        if priors is not None:
+            ga, ha = gamma_log_prior_terms(alpha * sc2, priors["a"], priors["b"])
+            g[:k] += ga
+            H[np.arange(k), np.arange(k)] += ha
+            if free_beta:
+                gb, hb = gamma_log_prior_terms(beta, priors["c"], priors["d"])
+                g[k] += gb
+                H[k, k] += hb
         step = newton_direction(g, H)
         if step is None or 0.5 * float(g @ step) <= POLISH_GAIN:
             break
@@ -1376,12 +1391,13 @@ def _polish(model, beta_max, free_beta):
             model.alpha = alpha * np.exp(step[:k])
             trial_beta = min(beta * np.exp(step[k]), beta_max) if free_beta else beta
             trial = model.full_statistics(trial_beta, factors=False)
-            if trial["logml"] > current:
+            value = trial["logml"] + prior_penalty(model.alpha * sc2, trial_beta, priors)
+            if value > current:
                 break
             step = step / 2
         else:
             break
-        alpha, beta, core, current = model.alpha.copy(), trial_beta, trial, trial["logml"]
+        alpha, beta, core, current = model.alpha.copy(), trial_beta, trial, value
     model.alpha = alpha
     if current == start:
         return False
