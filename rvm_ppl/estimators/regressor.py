@@ -78,7 +78,8 @@ class RVR(RegressorMixin, _RVMBase):
         :data:`rvm_ppl.DEFAULT_PRIORS` (all 1e-6). The evidence method with
         all four None maximises the evidence itself, the limit
         ``a = b = c = d -> 0`` of the same model (with 1e-6 it finds the same
-        basis set, about four times more slowly at N = 1 000-20 000); with any of
+        basis set, more slowly: the documentation's Benchmarks page, "Speed
+        (evidence method)", has the times); with any of
         them set, it maximises the posterior of ``log alpha`` and
         ``log beta`` (Tipping 2001, App. A), the others at 1e-6.
     noise_std : float, optional
