@@ -12,7 +12,8 @@ docstring of :func:`ascend`).
 The loop itself (:func:`climb`) and the decision functions it calls (the
 gains :func:`relevant`, :func:`add_gain`, :func:`add_alpha`,
 :func:`left_out`, :func:`reestimate_alpha`, :func:`reestimate_gain`,
-:func:`delete_gain`, :func:`member_gains`; the choice :func:`prefer`; the
+:func:`delete_gain`, :func:`member_gains`; under Gamma hyperpriors
+:func:`prior_gain` with :func:`penalised_alpha` and :func:`may_gain`; the choice :func:`prefer`; the
 noise schedule :func:`noise_due`; the alignment test :func:`block_aligned`,
 :func:`release`, :func:`reblock`, :func:`unblock`, :func:`release_refused`)
 are plain NumPy functions written so that Numba compiles them unchanged. The
@@ -133,11 +134,16 @@ BISECTIONS = 80  # bisection steps in log(alpha / s): 2^-80 of a <= 1e3-nat brac
 
 
 def pick(c, x, y):
-    """``x`` where ``c``, else ``y``: :func:`numpy.where`; compiled, a branch on scalars."""
+    """``x`` where ``c``, else ``y``: :func:`numpy.where`; compiled, a branch on scalars.
+
+    Numba's ``np.where`` on scalars returns a 0-d array, so :func:`compiled`
+    binds this name to :func:`_pick_scalar` instead.
+    """
     return np.where(c, x, y)
 
 
 def _pick_scalar(c, x, y):
+    """:func:`pick` on scalars, for the compiled functions."""
     return x if c else y
 
 
@@ -583,9 +589,8 @@ def climb(model, max_iter, tol, alignment_max, blocker, counts):
 
 _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
            "delete_gain", "member_gains", "gamma_log_prior", "gamma_log_prior_terms", "cubic",
-           "bisect_root",
-           "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain", "prefer", "noise_due",
-           "block_aligned", "release", "reblock", "release_refused")
+           "bisect_root", "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain",
+           "prefer", "noise_due", "block_aligned", "release", "reblock", "release_refused")
 _LOOP = ("unblock", "climb")  # what calls ``ops``
 
 
