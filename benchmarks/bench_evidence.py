@@ -8,6 +8,7 @@
     python benchmarks/bench_evidence.py --part maxima --reps 21
     python benchmarks/bench_evidence.py --part first --sizes 100 300 1000 --reps 10
     python benchmarks/bench_evidence.py --part warm --sizes 100 300 1000 --reps 20
+    python benchmarks/bench_evidence.py --part hyperprior --sizes 1000 20000 --reps 3 --baseline DIR
 
 Part A reproduces the sinc experiments of Tipping (2001, §4.1 and App. E)
 and Bishop & Tipping (2000, Table 1). Part C compares the log evidence that
@@ -33,6 +34,14 @@ messages through ``logging``): 1-D noisy sinc as in part B, and a 2-D sinc
 Both kernels have a small numerical rank on these inputs, so the basis is
 the pivoted Cholesky factor ``K ~ L L^T`` (rank r, ``N r`` numbers); the
 fit time includes the factorisation.
+
+``--part hyperprior`` (not part of "all") times the regression evidence fit with and
+without Gamma hyperpriors (type-II MAP, Tipping 2001, eq. 36) on part B's noisy sinc:
+``RVR``'s default path and ``RVR(compiled=True)`` (the compiled engine wherever it
+applies), the median of ``--reps`` fresh processes per cell (one BLAS thread, the engine
+loaded and the process's one-time costs paid before the clock). ``--baseline DIR`` adds
+the default path of another checkout of the package (e.g. the commit before the engine
+took hyperpriors), run by the same workers with ``PYTHONPATH=DIR``.
 
 Part E lists the local maxima of the evidence that single ascents of the fast
 solver reach on Tipping's noise-free linear-spline sinc (every start, with and
@@ -363,6 +372,85 @@ def _worker(lib, n, seed):
     print(json.dumps(dict(seconds=seconds, peak_mb=peak, rms=rms, nrv=nrv)))
 
 
+HYPERPRIORS = {
+    "none": {},
+    "a = b = c = d = 1e-6": dict(alpha_shape=1e-6, alpha_rate=1e-6, beta_shape=1e-6,
+                                 beta_rate=1e-6),
+    "a = b = 2": dict(alpha_shape=2.0, alpha_rate=2.0),
+}
+
+
+def _hyperprior_worker(case, n, seed):
+    """Time one RVR evidence fit (``case``: path, then the hyperprior's index); print JSON."""
+    from sklearn.utils.validation import check_array
+
+    import rvm_ppl.closed_form.engine as engine
+    from rvm_ppl import RVR
+    from rvm_ppl.core.linalg import _thread_controller
+    from rvm_ppl.datasets.loaders import make_sinc
+
+    path, _, which = case.partition(":")
+    prior = list(HYPERPRIORS.values())[int(which)]
+    X, y = make_sinc(n, grid=False, random_state=seed)
+    # One-time costs before the clock: the input check, the thread scan, the engine.
+    check_array(X)
+    _thread_controller()
+    RVR(gamma=1 / 9, compiled=True).fit(*make_sinc(30, random_state=1))
+    calls = []
+    run = engine.run
+    engine.run = lambda *a, **k: calls.append(1) or run(*a, **k)
+    compiled = {"default": "auto", "compiled": True}[path]
+    start = time.perf_counter()
+    m = RVR(gamma=1 / 9, compiled=compiled, **prior).fit(X, y)
+    seconds = time.perf_counter() - start
+    stats = m.result_.stats
+    print(json.dumps(dict(seconds=seconds, engine=bool(calls), n_iter=int(m.n_iter_),
+                          nrv=len(m.relevance_),
+                          objective=float(stats.get("objective", stats["log_evidence"])))))
+
+
+def _hyperprior_rows(sizes, reps, seed, timeout, baseline):
+    """Fit time with and without hyperpriors, on the default path and on the engine."""
+    heading(f"Hyperpriors: evidence fit time on noisy sinc, median of {reps} fresh processes "
+            "(one BLAS thread, engine loaded before the clock)", before="\n")
+    paths = [("default", "default", None), ("compiled", "compiled=True", None)]
+    if baseline:
+        paths.insert(0, ("default", "before: default", baseline))
+    header = ["N", "hyperprior"] + [f"{label} (s)" for _, label, _ in paths] + [
+        "engine ran (default / compiled=True)", "iterations", "relevance vectors"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    rows = []
+    saved = os.environ.get("PYTHONPATH")
+    for n in sizes:
+        for i, name in enumerate(HYPERPRIORS):
+            cells, ran, info = [], [], None
+            for path, label, where in paths:
+                times = []
+                for _ in range(reps):
+                    if where:
+                        os.environ["PYTHONPATH"] = where
+                    try:
+                        res, err = run_worker(__file__, ["hyperprior", f"{path}:{i}:{n}", seed],
+                                              one_thread=True, timeout=timeout)
+                    finally:
+                        if saved is None:
+                            os.environ.pop("PYTHONPATH", None)
+                        else:
+                            os.environ["PYTHONPATH"] = saved
+                    if res is None:
+                        raise RuntimeError(f"{label}, N = {n}, {name}: {err}")
+                    times.append(res["seconds"])
+                cells.append(f"{np.median(times):.3f}")
+                if where is None:
+                    ran.append("yes" if res["engine"] else "no")
+                    info = res
+            row = [n, name, *cells, " / ".join(ran), info["n_iter"], info["nrv"]]
+            rows.append(row)
+            print("| " + " | ".join(map(str, row)) + " |", flush=True)
+    record_table(None, header, rows)
+
+
 def _million_worker(problem, n, seed):
     """Fit the evidence method at large n through the low-rank basis; print a JSON line."""
     import logging
@@ -583,7 +671,8 @@ def _warm_rows(sizes, seeds=10, reps=3):
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--part", default="all",
-                   choices=["sinc", "solvers", "scale", "first", "warm", "million", "maxima", "all"])
+                   choices=["sinc", "solvers", "scale", "first", "warm", "million", "maxima",
+                            "hyperprior", "all"])
     p.add_argument("--reps", type=int, default=100,
                    help="noise draws per sinc experiment; random problems of part C (at most 48)")
     p.add_argument("--sizes", type=int, nargs="+", default=None,
@@ -594,6 +683,8 @@ def main():
     p.add_argument("--threads", nargs="+", default=["1 thread", "default"], choices=["1 thread", "default"])
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
+    p.add_argument("--baseline", default=None, metavar="DIR",
+                   help="hyperprior: also time the default path of the package checkout in DIR")
     p.add_argument("--worker", nargs=3, help=argparse.SUPPRESS)
     add_results_argument(p)
     args = p.parse_args()
@@ -602,11 +693,14 @@ def main():
         if lib == "million":
             problem, n = n.split(":")
             _million_worker(problem, int(n), int(seed))
+        elif lib == "hyperprior":
+            case, _, n = n.rpartition(":")
+            _hyperprior_worker(case, int(n), int(seed))
         else:
             _worker(lib, int(n), int(seed))
         return
     results_recorder(results_name(__file__, args.part), notes=args.note)
-    if args.part in ("solvers", "scale", "first", "warm", "million", "all"):
+    if args.part in ("solvers", "scale", "first", "warm", "million", "hyperprior", "all"):
         record_note("Times are wall-clock seconds on the machine named here, as loaded as its load average "
                     "says; compare them only within one file.")
     if args.part in ("sinc", "all"):
@@ -622,6 +716,9 @@ def main():
         _warm_rows(args.sizes or [100, 300, 1000, 2000, 5000], seeds=min(args.reps, 20))
     if args.part in ("maxima", "all"):
         _maxima_rows(min(args.reps, 21))
+    if args.part == "hyperprior":
+        _hyperprior_rows(args.sizes or [1000, 20000], min(args.reps, 9), args.seed, args.timeout,
+                         args.baseline)
     if args.part == "million":  # not part of "all": minutes and gigabytes
         _million_rows(args.sizes or [1_000_000], args.seed, args.timeout)
     write_results(args.out)

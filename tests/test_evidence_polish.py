@@ -88,6 +88,32 @@ def test_polish_ends_the_slow_climb_no_lower(monkeypatch):
     assert np.abs(g).max() < 1e-2
 
 
+@pytest.mark.parametrize("priors", [dict(a=1e-6, b=1e-6, c=1e-6, d=1e-6), dict(a=2.0, b=2.0)],
+                         ids=["vague", "alpha"])
+def test_polish_climbs_the_penalised_objective_under_hyperpriors(monkeypatch, priors):
+    Phi, t = _creeping()
+    kw = dict(start=0, multistart=False, noise_warmup=False, alignment_test=False, compiled=False,
+              priors=priors)
+    polished = fit_evidence_regression(Phi, t, **kw)
+    monkeypatch.setattr(ev, "POLISH_AFTER", 10**9)
+    plain = fit_evidence_regression(Phi, t, **kw)
+    assert polished.counts["polish"] >= 1 and plain.counts["polish"] == 0
+    assert polished.objective >= plain.objective - 1e-6
+    assert np.diff(polished.objective_trace).min() >= -1e-9 * abs(polished.objective)
+    if priors["a"] < 1e-3:
+        # Measured: 75 against 169 iterations under the vague prior.
+        assert plain.n_iter > 1.5 * polished.n_iter
+    # A maximum of the penalised objective (Tipping 2001, eq. 36): the gradient of the
+    # log evidence plus the prior's, a - b alpha in log alpha and c - d beta in log beta.
+    a = polished.active
+    ED = float(np.sum((t - Phi[:, a] @ polished.mu) ** 2))
+    g, _ = evidence_newton_terms(polished.alpha[a], polished.beta, polished.Sigma, polished.mu,
+                                 ED, len(t), True)
+    g[:-1] += priors["a"] - priors["b"] * polished.alpha[a]
+    g[-1] += priors.get("c", 0.0) - priors.get("d", 0.0) * polished.beta
+    assert np.abs(g).max() < 1e-2
+
+
 def test_the_engine_polishes_as_the_python_loop_does():
     Phi, t = _creeping()
     kw = dict(start=0, multistart=False, noise_warmup=False, alignment_test=False)

@@ -12,7 +12,8 @@ docstring of :func:`ascend`).
 The loop itself (:func:`climb`) and the decision functions it calls (the
 gains :func:`relevant`, :func:`add_gain`, :func:`add_alpha`,
 :func:`left_out`, :func:`reestimate_alpha`, :func:`reestimate_gain`,
-:func:`delete_gain`, :func:`member_gains`; the choice :func:`prefer`; the
+:func:`delete_gain`, :func:`member_gains`; under Gamma hyperpriors
+:func:`prior_gain` with :func:`penalised_alpha` and :func:`may_gain`; the choice :func:`prefer`; the
 noise schedule :func:`noise_due`; the alignment test :func:`block_aligned`,
 :func:`release`, :func:`reblock`, :func:`unblock`, :func:`release_refused`)
 are plain NumPy functions written so that Numba compiles them unchanged. The
@@ -125,6 +126,177 @@ def member_gains(S, Q, alpha):
     new[re] = nr
     gain[re] = reestimate_gain(S, Q, alpha, nr)
     return gain, new, delete
+
+
+# -- the gains under Gamma hyperpriors (Tipping 2001, Appendix A) ----------------------
+
+BISECTIONS = 80  # bisection steps in log(alpha / s): 2^-80 of a <= 1e3-nat bracket
+
+
+def pick(c, x, y):
+    """``x`` where ``c``, else ``y``: :func:`numpy.where`; compiled, a branch on scalars.
+
+    Numba's ``np.where`` on scalars returns a 0-d array, so :func:`compiled`
+    binds this name to :func:`_pick_scalar` instead.
+    """
+    return np.where(c, x, y)
+
+
+def _pick_scalar(c, x, y):
+    """:func:`pick` on scalars, for the compiled functions."""
+    return x if c else y
+
+
+def gamma_log_prior(x, shape, rate):
+    """``shape log x - rate x``: a Gamma(shape, rate) log density in ``log x``, up to a constant.
+
+    The Jacobian of the log transform turns ``(shape - 1) log x`` into
+    ``shape log x`` (Tipping 2001, eq. 36). Element-wise.
+    """
+    return shape * np.log(x) - rate * x
+
+
+def gamma_log_prior_terms(x, shape, rate):
+    """First and second derivative of :func:`gamma_log_prior` in ``log x``. Element-wise."""
+    return shape - rate * x, -rate * x
+
+
+def cubic(x, c3, c2, c1, c0):
+    """``((c3 x + c2) x + c1) x + c0``. Element-wise."""
+    return ((c3 * x + c2) * x + c1) * x + c0
+
+
+def bisect_root(lo, hi, c3, c2, c1, c0):
+    """Return the root of :func:`cubic` in ``[lo, hi]`` where it falls through zero.
+
+    ``BISECTIONS`` bisection steps in ``log x``. Element-wise.
+    """
+    lo, hi = np.log(lo), np.log(hi)
+    for _ in range(BISECTIONS):
+        mid = 0.5 * (lo + hi)
+        up = cubic(np.exp(mid), c3, c2, c1, c0) > 0
+        lo = pick(up, mid, lo)
+        hi = pick(up, hi, mid)
+    return np.exp(0.5 * (lo + hi))
+
+
+def penalised_x_value(x, r, s, a, bs):
+    """One basis's penalised objective at ``alpha = s x``; ``r = q^2 / s``, ``bs = b s``.
+
+    Element-wise.
+    """
+    e = 0.5 * (r / (1.0 + x) - np.log1p(1.0 / x))
+    return e + a * np.log(s * x) - bs * x
+
+
+def penalised_alpha(s, q2, a, b):
+    """Return the maximiser of one basis's penalised objective and its value, for ``b > 0``.
+
+    The derivation is in :func:`rvm_ppl.closed_form.evidence.alpha_maximiser`:
+    with ``x = alpha / s`` the stationary points are the roots of a cubic
+    ``P``; the maximum is a root where ``P`` changes sign from ``+`` to
+    ``-``, one in ``(0, x1)`` and one beyond ``max(x2, 0)`` (``x1 < x2``
+    the roots of ``P'``), each bracketed and bisected; where both exist the
+    larger value wins. ``s > 0``, ``q2 = q^2``. Element-wise: scalars or
+    arrays (a root that does not exist costs no bisection on scalars).
+
+    Returns
+    -------
+    alpha, value
+    """
+    r, bs = q2 / s, b * s
+    c3, c2, c1, c0 = -2.0 * bs, 2.0 * a - 4.0 * bs, 1.0 - r + 4.0 * a - 2.0 * bs, 1.0 + 2.0 * a
+    # Roots x1 <= x2 of P'(x) = 3 c3 x^2 + 2 c2 x + c1 (leading coefficient < 0).
+    A2, A1, A0 = 3.0 * c3, 2.0 * c2, c1
+    disc = A1 * A1 - 4.0 * A2 * A0
+    two = disc > 0
+    sq = np.sqrt(pick(two, disc, 0.0))
+    # Numerically stable pair: x = (-A1 -+ sqrt(disc)) / (2 A2), product A0 / A2.
+    qq = -0.5 * (A1 + np.copysign(sq, A1))
+    nz = qq != 0
+    ra = pick(nz, qq / A2, 0.0)
+    rb = pick(nz, A0 / pick(nz, qq, 1.0), 0.0)
+    x1 = pick(two, np.minimum(ra, rb), 0.0)
+    x2 = pick(two, np.maximum(ra, rb), 0.0)
+    # Cauchy bounds on the positive roots of P.
+    big = np.maximum(np.maximum(np.abs(c3), np.abs(c2)), np.maximum(np.abs(c1), np.abs(c0)))
+    x_lo = c0 / (c0 + big)
+    x_hi = 1.0 + big / np.abs(c3)
+    low = two & (x1 > 0) & (cubic(pick(x1 > 0, x1, 1.0), c3, c2, c1, c0) < 0)
+    start_high = pick(two, np.maximum(x2, 0.0), 0.0)
+    high = pick(start_high > 0, cubic(start_high, c3, c2, c1, c0), 1.0) > 0
+    x_best = s * np.nan
+    v_best = s * 0.0 - _INF
+    if np.any(low):
+        lo = np.minimum(x_lo, x1)
+        x = bisect_root(pick(low, lo, 1.0), pick(low, x1, 2.0), c3, c2, c1, c0)
+        v_best = pick(low, penalised_x_value(x, r, s, a, bs), -_INF)
+        x_best = pick(low, x, x_best)
+    if np.any(high):
+        lo = pick(start_high > 0, start_high, x_lo)
+        x = bisect_root(pick(high, lo, 1.0), pick(high, np.maximum(x_hi, 2.0 * lo), 2.0),
+                        c3, c2, c1, c0)
+        v = pick(high, penalised_x_value(x, r, s, a, bs), -_INF)
+        better = v > v_best
+        x_best = pick(better, x, x_best)
+        v_best = pick(better, v, v_best)
+    return s * x_best, v_best
+
+
+def may_gain(s, q, a, b):
+    """Whether a basis with left-out factors ``s, q`` can raise the penalised objective at all.
+
+    With ``r = q^2 / s``, its share of the objective is at most the largest
+    evidence term, ``(r - 1 - log r) / 2`` for ``r > 1`` and 0 otherwise,
+    plus the largest prior term, ``a log(a / b) - a`` (0 for ``a = 0``);
+    where that bound is not positive (or ``s <= 0``), no ``alpha`` makes the
+    basis worth having and :func:`penalised_alpha` need not run. ``a, b``
+    are scalars. Element-wise in ``s, q``.
+    """
+    pos = s > 0
+    r = q * q / pick(pos, s, 1.0)
+    e = pick(r > 1.0, 0.5 * (r - 1.0 - np.log(pick(r > 1.0, r, 1.0))), 0.0)
+    top = a * np.log(a / b) - a if a > 0 else 0.0
+    return pos & (e + top > 0)
+
+
+def prior_gain(S, Q, alpha, scale, a, b):
+    """One candidate's gain in the penalised objective (eq. 36) under Gamma(a, b) on ``alpha``.
+
+    ``S, Q, alpha`` are on unit-norm columns (``alpha = inf``: outside the
+    model), ``scale`` the column's norm: the prior refers to the original
+    column, whose ``alpha`` is ``alpha * scale^2``. With ``l`` one basis's
+    share of the objective (:func:`rvm_ppl.closed_form.evidence.alpha_objective`,
+    at the left-out ``s, q``; ``l(inf) = 0``) and ``alpha*, l*`` its
+    maximum (:func:`penalised_alpha`), a candidate outside the model is
+    *added* at ``alpha*`` if ``l* > 0`` (gain ``l*``); a basis in the model
+    is *re-estimated* to ``alpha*`` if ``l* > 0`` (gain ``l* - l(alpha)``),
+    else *deleted* (gain ``-l(alpha)``). ``s <= 0`` (rounding in a nearly
+    singular model) marks a basis that adds nothing. Element-wise.
+
+    Returns
+    -------
+    gain : float or ndarray
+    new : float or ndarray
+        The new ``alpha`` on the unit-norm column (``inf``: delete, or do not add).
+    keep : bool or ndarray
+        ``l* > 0``: add or re-estimate.
+    """
+    inside = alpha < _INF
+    sa, qa = left_out(S, Q, pick(inside, alpha, 2.0 * S + 1.0))
+    sc2 = scale * scale
+    s = pick(inside, sa, S) * sc2
+    q = pick(inside, qa, Q) * scale
+    go = may_gain(s, q, a, b)
+    best, value = s * 0.0 + _INF, s * 0.0
+    if np.any(go):
+        x, v = penalised_alpha(pick(go, s, 1.0), pick(go, q * q, 0.0), a, b)
+        best, value = pick(go, x, _INF), pick(go, v, 0.0)
+    of = alpha * sc2
+    current = pick(inside, gamma_log_prior(pick(inside, of, 1.0), a, b)
+                   - delete_gain(s, q, pick(inside, of, 1.0)), 0.0)
+    keep = value > 0
+    return pick(keep, value - current, -current), pick(keep, best / sc2, _INF), keep
 
 
 def scalar_gains(S, Q, act, alpha, blocked):
@@ -416,8 +588,9 @@ def climb(model, max_iter, tol, alignment_max, blocker, counts):
 
 
 _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
-           "delete_gain", "member_gains", "prefer", "noise_due", "block_aligned", "release",
-           "reblock", "release_refused")
+           "delete_gain", "member_gains", "gamma_log_prior", "gamma_log_prior_terms", "cubic",
+           "bisect_root", "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain",
+           "prefer", "noise_due", "block_aligned", "release", "reblock", "release_refused")
 _LOOP = ("unblock", "climb")  # what calls ``ops``
 
 
@@ -426,13 +599,16 @@ def compiled(jit, ops=None):
 
     Each is compiled from this module's code object, with globals in which
     the shared names are the compiled versions: the compiled backend runs
-    the same source as the Python loop, not a copy. With ``ops`` (a module
+    the same source as the Python loop, not a copy. The compiled functions
+    take scalars where the Python loop passes arrays; :func:`pick`, the one
+    element-wise choice, becomes a branch. With ``ops`` (a module
     whose attributes are the compiled operations of :func:`climb` on one
     backend's state), :func:`unblock` and :func:`climb` are compiled too,
     calling them; Numba resolves the names when a function is first
     compiled, so ``ops`` may be filled in after this call.
     """
     g = dict(globals())
+    g["pick"] = jit(_pick_scalar)
     if ops is not None:
         g["ops"] = ops
     out = {}

@@ -2,8 +2,11 @@
 
 The Gaussian statistics of :class:`rvm_ppl.closed_form.evidence._Model` (the
 rank-one updates of Tipping & Faul 2003, Appendix A, the drift check, the
-noise update and the Newton polish) on an explicit design matrix, with the
-plain evidence (no hyperpriors). Its loop and its decisions are the
+noise update and the Newton polish) on an explicit design matrix, for the
+plain evidence and for the penalised objective of Gamma hyperpriors
+(Tipping 2001, eq. 36: ``a, b, c, d`` are scalar arguments of the one
+compiled :func:`ascent`, zero for none; the gains are the driver's
+``prior_gain``, the noise update eq. (46)'s). Its loop and its decisions are the
 sequential driver's: :func:`rvm_ppl.closed_form.driver.climb` (the choice,
 the step, the alignment test, the refusal of an addition the exact evidence
 does not confirm, the stopping rule) and the functions it calls are compiled
@@ -75,6 +78,10 @@ _reestimate_gain = _decisions["reestimate_gain"]
 _delete_gain = _decisions["delete_gain"]
 _prefer = _decisions["prefer"]
 _noise_due = _decisions["noise_due"]
+_gamma_log_prior = _decisions["gamma_log_prior"]
+_gamma_log_prior_terms = _decisions["gamma_log_prior_terms"]
+_penalised_alpha = _decisions["penalised_alpha"]
+_prior_gain = _decisions["prior_gain"]
 _climb = _decisions["climb"]
 _LAPACK_MIN_N = 32  # model size from which factors and products come from LAPACK and BLAS
 _TINY = np.finfo(float).tiny
@@ -274,30 +281,44 @@ def _pin(act, k, alpha, Sigma, mu, S, Q):
 
 
 @njit(cache=True, error_model="numpy")
-def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints):
+def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints, scale, floats):
     """The driver's decision (:func:`rvm_ppl.closed_form.driver.decide`) in one pass over candidates.
 
     The formulas and the preferences are the driver's functions, compiled;
     the pass finds the best addable candidate without building the arrays
     of every candidate's gain, and the gains of the model one basis at a time
     (the driver's element-wise formulas on scalars; ``driver.member_gains``
-    applies them to arrays). ``top`` receives the best addable candidates,
-    best first (ties: lower index) for the drift check, and their number
-    goes to ``ints``. Returns ``(action, index, new alpha, gain,
-    terminate)`` (:func:`rvm_ppl.closed_form.driver.prefer`).
+    and ``rvm_ppl.closed_form.evidence.prior_gains`` apply them to arrays).
+    With a Gamma hyperprior on ``alpha`` (``a`` or ``b`` in ``floats``) the
+    gains are the penalised objective's (``driver.prior_gain``). ``top``
+    receives the best addable candidates, best first (ties: lower index)
+    for the drift check, and their number goes to ``ints``. Returns
+    ``(action, index, new alpha, gain, terminate)``
+    (:func:`rvm_ppl.closed_form.driver.prefer`).
     """
     M = S.shape[0]
     k = ints[_K]
     act, alpha = act[:k], alpha[:k]
+    a, b = floats[_A], floats[_B]
+    prior = a > 0.0 or b > 0.0
     n_top = 0
     top_gain = np.empty(top.size)
     best_add, best_gain, best_alpha = -1, 0.0, 0.0
     for m in range(M):
-        if in_model[m] or blocker[m] >= 0 or not _relevant(S[m], Q[m]):
+        if in_model[m] or blocker[m] >= 0:
             continue
-        g = _add_gain(S[m], Q[m])
-        if best_add < 0 or g > best_gain:
-            best_add, best_gain, best_alpha = m, g, _add_alpha(S[m], Q[m])
+        if prior:
+            g, new, keep = _prior_gain(S[m], Q[m], np.inf, scale[m], a, b)
+            if not keep:
+                continue
+            if best_add < 0 or g > best_gain:
+                best_add, best_gain, best_alpha = m, g, new
+        else:
+            if not _relevant(S[m], Q[m]):
+                continue
+            g = _add_gain(S[m], Q[m])
+            if best_add < 0 or g > best_gain:
+                best_add, best_gain, best_alpha = m, g, _add_alpha(S[m], Q[m])
         # Insert into the short list of the best candidates (stable for ties).
         pos = n_top
         while pos > 0 and top_gain[pos - 1] < g:
@@ -311,15 +332,19 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints):
             n_top = min(n_top + 1, top.size)
     gain_a, new_a, delete = np.empty(k), np.empty(k), np.zeros(k, dtype=np.bool_)
     for i in range(k):  # driver.member_gains, one basis at a time
-        Sa, Qa, a = S[act[i]], Q[act[i]], alpha[i]
-        sa, qa = _left_out(Sa, Qa, a)
+        Sa, Qa, al = S[act[i]], Q[act[i]], alpha[i]
+        if prior:
+            gain_a[i], new_a[i], keep = _prior_gain(Sa, Qa, al, scale[act[i]], a, b)
+            delete[i] = not keep
+            continue
+        sa, qa = _left_out(Sa, Qa, al)
         fa = qa * qa - sa
         if fa > _ZERO_FACTOR:
             new_a[i] = _reestimate_alpha(sa, fa)
-            gain_a[i] = _reestimate_gain(Sa, Qa, a, new_a[i])
+            gain_a[i] = _reestimate_gain(Sa, Qa, al, new_a[i])
         else:
             new_a[i] = np.inf
-            gain_a[i] = _delete_gain(sa, qa, a)
+            gain_a[i] = _delete_gain(sa, qa, al)
             delete[i] = True
     ints[_N_TOP] = n_top
     return _prefer(act, alpha, gain_a, new_a, delete, best_add, best_gain, best_alpha, tol, 0.0)
@@ -444,10 +469,13 @@ def _change(j, new, delete, act, k, alpha, Sigma, mu, GT, S, Q, beta):
 
 
 @njit(cache=True, error_model="numpy")
-def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Sig2, mu2, S, Q):
-    """MacKay's noise update (Tipping 2001, eq. 18), accepted only if it raises the evidence.
+def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Sig2, mu2, S, Q, c,
+           d):
+    """MacKay's noise update (Tipping 2001, eq. 18), accepted only if it raises the objective.
 
-    The step in ``log beta`` is halved until it does (at most 20 times), as in
+    With a Gamma(c, d) hyperprior on ``beta`` the fixed point is eq. (46)'s and
+    the objective has ``c log beta - d beta``. The step in ``log beta`` is
+    halved until it rises (at most 20 times), as in
     ``rvm_ppl.closed_form.evidence._update_noise``. Returns ``(ok, moved, beta, log evidence)``.
     """
     N = t.shape[0]
@@ -458,7 +486,14 @@ def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Si
     gsum = 0.0
     for a in range(k):
         gsum += 1.0 - alpha[a] * Sigma[a, a]
-    target = min(max((N - gsum) / max(ED, _TINY), _TINY), beta_max)
+    noise_prior = c > 0.0 or d > 0.0
+    current = logml
+    if noise_prior:
+        current += _gamma_log_prior(beta, c, d)
+        target = (N - gsum + 2.0 * c) / max(ED + 2.0 * d, _TINY)  # eq. (46)
+    else:
+        target = (N - gsum) / max(ED, _TINY)
+    target = min(max(target, _TINY), beta_max)
     step = np.log(target) - np.log(beta)
     for _ in range(20):
         if abs(step) <= _MIN_DELTA_LOG_BETA:
@@ -467,7 +502,9 @@ def _noise(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, Sigma, mu, Si
         ok, _, value = _statistics(Phi, scale, t, proj, GT, act, k, alpha, nb, Sig2, mu2, S, Q, False)
         if not ok:
             return False, False, beta, logml
-        if value >= logml:
+        if noise_prior:
+            value += _gamma_log_prior(nb, c, d)
+        if value >= current:
             ok, _, logml = _statistics(Phi, scale, t, proj, GT, act, k, alpha, nb, Sigma, mu, S, Q, True)
             if ok:
                 _pin(act, k, alpha, Sigma, mu, S, Q)
@@ -529,18 +566,33 @@ def _direction(g, H):
 
 @njit(cache=True, error_model="numpy")
 def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, Sigma, mu, Sig2, mu2,
-            S, Q):
-    """:func:`rvm_ppl.closed_form.evidence._polish`: ``(ok, moved, beta, log evidence)``."""
+            S, Q, floats):
+    """:func:`rvm_ppl.closed_form.evidence._polish`: ``(ok, moved, beta, log evidence)``.
+
+    With the hyperpriors of ``floats`` it climbs the penalised objective.
+    """
     N = t.shape[0]
+    a, b, c, d = floats[_A], floats[_B], floats[_C], floats[_D]
     ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
                                   False)
     if not ok:
         return False, False, beta, current
     _pin(act, k, alpha, Sigma, mu, S, Q)
-    start = current
+    objective = current + _penalty(act, k, alpha, scale, beta, floats)
+    start = objective
     base = alpha[:k].copy()
     for _ in range(_POLISH_STEPS):
         g, H = _newton_terms(base, beta, Sigma, mu, ED, N, k, free_beta)
+        if a > 0.0 or b > 0.0:
+            for i in range(k):
+                sc = scale[act[i]]
+                gi, hi = _gamma_log_prior_terms(base[i] * (sc * sc), a, b)
+                g[i] += gi
+                H[i, i] += hi
+        if free_beta and (c > 0.0 or d > 0.0):
+            gi, hi = _gamma_log_prior_terms(beta, c, d)
+            g[k] += gi
+            H[k, k] += hi
         found, step = _direction(g, H)
         gain = 0.0
         for i in range(g.size):
@@ -548,7 +600,7 @@ def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, S
         if not found or gain <= _POLISH_GAIN:
             break
         accepted = False
-        trial_beta, trial_ED, value = beta, ED, current
+        trial_beta, trial_ED, value, trial_objective = beta, ED, current, objective
         for _ in range(20):
             for i in range(k):
                 alpha[i] = base[i] * np.exp(step[i])
@@ -557,18 +609,19 @@ def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, S
                                               Sig2, mu2, S, Q, False)
             if not ok:
                 return False, False, beta, current
-            if value > current:
+            trial_objective = value + _penalty(act, k, alpha, scale, trial_beta, floats)
+            if trial_objective > objective:
                 accepted = True
                 break
             step /= 2
         if not accepted:
             break
         base[:] = alpha[:k]
-        beta, ED, current = trial_beta, trial_ED, value
+        beta, ED, current, objective = trial_beta, trial_ED, value, trial_objective
         Sigma[:k, :k] = Sig2[:k, :k]
         mu[:k] = mu2[:k]
     alpha[:k] = base
-    if current == start:
+    if objective == start:
         return True, False, beta, current
     ok, ED, current = _statistics(Phi, scale, t, proj, GT, act, k, alpha, beta, Sigma, mu, S, Q,
                                   True)
@@ -582,9 +635,11 @@ def _polish(Phi, scale, t, proj, GT, act, k, alpha, beta, beta_max, free_beta, S
 # The state of one ascent. ``ints`` and ``floats`` hold its scalars (entries below),
 # ``counts`` what only the engine counts (noise updates, refreshes, polishes).
 _State = namedtuple("_State", "Phi scale t proj GT Gc slot n_cols act alpha Sigma Sig2 mu "
-                              "mu2 in_model S Q top idx trace counts ints floats")
+                              "mu2 in_model S Q top idx trace otrace counts ints floats")
 _K, _NOISE_FROM, _STREAK, _N_TRACE, _N_TOP, _STATUS, _FIXED_BETA = range(7)
-_BETA, _LOGML, _BETA_MAX = range(3)
+# The Gamma hyperpriors a, b (on alpha) and c, d (on beta), zero for none, and the
+# hyperprior terms of the objective before a step.
+_BETA, _LOGML, _BETA_MAX, _A, _B, _C, _D, _PEN0 = range(8)
 _NOISE, _REFRESH, _POLISH = range(3)
 # Each operation is one call whose arguments are the arrays of the state it
 # needs: were ``st`` live across a call, Numba would count a reference to
@@ -621,7 +676,8 @@ def _begin(st, it):
 
 @_op
 def _choose_step(st, blocker, tol):
-    return _choose(st.S, st.Q, st.act, st.alpha, st.in_model, blocker, tol, st.top, st.ints)
+    return _choose(st.S, st.Q, st.act, st.alpha, st.in_model, blocker, tol, st.top, st.ints,
+                   st.scale, st.floats)
 
 
 @_op
@@ -631,12 +687,16 @@ def _no(st):
 
 @_op
 def _known(st):
-    return st.floats[_LOGML]
+    st.floats[_PEN0] = _penalty(st.act, st.ints[_K], st.alpha, st.scale, st.floats[_BETA],
+                                st.floats)
+    return st.floats[_LOGML] + st.floats[_PEN0]
 
 
 @_op
 def _track(st, gain):
-    st.floats[_LOGML] += gain  # rank-one updates: the evidence moves by the predicted gain
+    # Rank-one updates: the objective moves by the predicted gain; keep its evidence part.
+    st.floats[_LOGML] += gain - (_penalty(st.act, st.ints[_K], st.alpha, st.scale,
+                                          st.floats[_BETA], st.floats) - st.floats[_PEN0])
 
 
 @_op
@@ -673,7 +733,7 @@ def _reload(st):
 def _after_step(st, it, action, terminate):
     return _after(it, action, terminate, st.Phi, st.scale, st.t, st.proj, st.GT, st.act, st.alpha,
                   st.Sigma, st.mu, st.Sig2, st.mu2, st.S, st.Q, st.top, st.idx, st.trace,
-                  st.counts, st.ints, st.floats)
+                  st.otrace, st.counts, st.ints, st.floats)
 
 
 @_op
@@ -682,6 +742,23 @@ def _failed(st):
 
 
 # -- what the operations do, on the state's arrays ---------------------------------------
+
+
+@_op
+def _penalty(act, k, alpha, scale, beta, floats):
+    """Return the hyperprior terms of the objective (original column units; ``_Model.penalty``).
+
+    Of the ``k`` bases ``act`` with precisions ``alpha`` and noise precision ``beta``.
+    """
+    a, b, c, d = floats[_A], floats[_B], floats[_C], floats[_D]
+    out = 0.0
+    if a > 0.0 or b > 0.0:
+        for i in range(k):
+            sc = scale[act[i]]
+            out += _gamma_log_prior(alpha[i] * (sc * sc), a, b)
+    if c > 0.0 or d > 0.0:
+        out += _gamma_log_prior(beta, c, d)
+    return out
 
 
 @_op
@@ -719,13 +796,13 @@ def _leave(j, new, delete, GT, act, alpha, Sigma, mu, S, Q, in_model, ints, floa
 
 @_op
 def _below(before, Phi, scale, t, proj, GT, act, alpha, Sig2, mu2, S, Q, ints, floats):
-    """Whether the exact evidence after an addition is below ``before`` (``_Model.objective``)."""
+    """Whether the exact objective after an addition is below ``before`` (``_Model.objective``)."""
     ok, _, exact = _statistics(Phi, scale, t, proj, GT, act, ints[_K], alpha, floats[_BETA], Sig2,
                                mu2, S, Q, False)
     if not ok:
         ints[_STATUS] = FAILED
         return False
-    return exact < before
+    return exact + _penalty(act, ints[_K], alpha, scale, floats[_BETA], floats) < before
 
 
 @_op
@@ -743,7 +820,7 @@ def _exact(Phi, scale, t, proj, GT, act, alpha, Sigma, mu, S, Q, ints, floats):
 
 @_op
 def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu, Sig2, mu2, S, Q,
-           top, idx, trace, counts, ints, floats):
+           top, idx, trace, otrace, counts, ints, floats):
     """Run the noise schedule, the drift check and the polish (``_Model.after_step``).
 
     Returns whether the noise moved.
@@ -760,7 +837,8 @@ def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu
     noise_moved = False
     if update_noise:
         ok, noise_moved, beta, logml = _noise(Phi, scale, t, proj, GT, act, k, alpha, beta,
-                                              beta_max, Sigma, mu, Sig2, mu2, S, Q)
+                                              beta_max, Sigma, mu, Sig2, mu2, S, Q, floats[_C],
+                                              floats[_D])
         floats[_BETA], floats[_LOGML] = beta, logml
         counts[_NOISE] += noise_moved
     elif not terminate and k:
@@ -788,7 +866,7 @@ def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu
         ints[_STREAK] = 0
         free_beta = not fixed_beta and ints[_NOISE_FROM] >= 0
         ok, moved, beta, logml = _polish(Phi, scale, t, proj, GT, act, k, alpha, floats[_BETA],
-                                         beta_max, free_beta, Sigma, mu, Sig2, mu2, S, Q)
+                                         beta_max, free_beta, Sigma, mu, Sig2, mu2, S, Q, floats)
         floats[_BETA], floats[_LOGML] = beta, logml
         counts[_POLISH] += moved
     if not ok:
@@ -796,6 +874,8 @@ def _after(it, action, terminate, Phi, scale, t, proj, GT, act, alpha, Sigma, mu
         return False
     if not terminate or noise_moved:
         trace[ints[_N_TRACE]] = floats[_LOGML]
+        otrace[ints[_N_TRACE]] = floats[_LOGML] + _penalty(act, ints[_K], alpha, scale,
+                                                           floats[_BETA], floats)
         ints[_N_TRACE] += 1
     return noise_moved
 
@@ -811,17 +891,20 @@ _OPS.__dict__.update(
 
 @njit(cache=True, error_model="numpy")
 def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignment_test, tol,
-           max_iter, start, warm_act, warm_alpha):
+           max_iter, start, warm_act, warm_alpha, a, b, c, d):
     """One ascent of the fast sequential algorithm on the unit-norm columns ``Phi / scale``.
 
     ``Phi`` is in C order; ``proj = Phi^T t / scale``. The loop is the
     driver's (:func:`rvm_ppl.closed_form.driver.climb`), compiled.
+    ``a, b, c, d`` are the Gamma hyperpriors on every ``alpha`` (original
+    columns) and on ``beta``, zero for none: the ascent then maximises the
+    penalised objective (Tipping 2001, eq. 36), as the Python loop does.
 
     Starts from basis ``start`` (closed-form ``alpha``) or, when
     ``warm_act`` is not empty, from those basis functions with precisions
     ``warm_alpha``. Returns ``(status, act, alpha, Sigma, mu, S, Q, beta,
-    log evidence, trace, n_iter, converged, blocker, counts)``, ``counts``
-    in the order of ``COUNT_KEYS``.
+    log evidence, trace, objective trace, n_iter, converged, blocker,
+    counts)``, ``counts`` in the order of ``COUNT_KEYS``.
     """
     N, M = Phi.shape
     cap = M
@@ -837,10 +920,10 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
         np.zeros(M, dtype=np.bool_), np.empty(M), np.empty(M),  # in_model, S, Q
         np.empty(_DRIFT_SAMPLE, dtype=np.int64),  # top
         np.empty(cap + 2 * _DRIFT_SAMPLE, dtype=np.int64),  # idx
-        np.empty(max_iter + 2),  # trace
+        np.empty(max_iter + 2), np.empty(max_iter + 2),  # trace, otrace
         np.zeros(3, dtype=np.int64),  # counts
         np.zeros(7, dtype=np.int64),  # ints
-        np.array([beta, 0.0, beta_max]),  # floats
+        np.array([beta, 0.0, beta_max, a, b, c, d, 0.0]),  # floats
     )
     st.ints[_FIXED_BETA] = fixed_beta
     st.ints[_NOISE_FROM] = 0 if not noise_warmup else -1
@@ -848,8 +931,8 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     counts = np.zeros(8, dtype=np.int64)
     np.random.seed(0)  # drift-check sample
     failed = (FAILED, st.act[:0].copy(), st.alpha[:0].copy(), st.Sigma[:0, :0].copy(),
-              st.mu[:0].copy(), st.S, st.Q, beta, 0.0, st.trace[:0].copy(), 0, False, blocker,
-              counts)
+              st.mu[:0].copy(), st.S, st.Q, beta, 0.0, st.trace[:0].copy(), st.otrace[:0].copy(), 0,
+              False, blocker, counts)
 
     if warm_act.size:
         for i in range(warm_act.size):
@@ -866,13 +949,21 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
         r = _column(st.slot, st.Gc, st.n_cols, Phi, scale, start)
         st.GT[0] = st.Gc[r]
         st.act[0] = start
-        st.alpha[0] = p * p / (q * q - p) if q * q > p else _INIT_ALPHA_MAX
+        if a > 0.0 or b > 0.0:
+            # The same single-basis problem with the hyperprior (original units).
+            sc = scale[start]
+            qs = q * sc
+            st.alpha[0] = _penalised_alpha(p * sc**2, qs * qs, a, b)[0] / sc**2
+        else:
+            st.alpha[0] = p * p / (q * q - p) if q * q > p else _INIT_ALPHA_MAX
         st.in_model[start] = True
         st.ints[_K] = 1
     _reload(st)
     if st.ints[_STATUS] != OK:
         return failed
     st.trace[0] = st.floats[_LOGML]
+    st.otrace[0] = st.floats[_LOGML] + _penalty(st.act, st.ints[_K], st.alpha, st.scale,
+                                                st.floats[_BETA], st.floats)
     st.ints[_N_TRACE] = 1
 
     loop = np.zeros(_driver.N_COUNTS, dtype=np.int64)
@@ -889,17 +980,20 @@ def ascent(Phi, scale, t, proj, beta, beta_max, fixed_beta, noise_warmup, alignm
     counts[5], counts[6] = st.counts[_REFRESH], st.counts[_POLISH]
     counts[7] = loop[_driver.REFUSED_COUNT]
     k = st.ints[_K]
+    n = st.ints[_N_TRACE]
     return (OK, st.act[:k].copy(), st.alpha[:k].copy(), st.Sigma[:k, :k].copy(), st.mu[:k].copy(),
-            st.S, st.Q, st.floats[_BETA], st.floats[_LOGML], st.trace[:st.ints[_N_TRACE]].copy(),
-            it, converged, blocker, counts)
+            st.S, st.Q, st.floats[_BETA], st.floats[_LOGML], st.trace[:n].copy(),
+            st.otrace[:n].copy(), it, converged, blocker, counts)
 
 
 def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, alignment_test,
-        tol, max_iter, start, warm_start):
+        tol, max_iter, start, warm_start, priors=None):
     """One compiled ascent: its state (a dict of arrays and scalars), or None if it failed.
 
     ``Phi`` is the design matrix (copied only if not in C order),
-    ``proj_unit = Phi^T t / scale``, ``warm_start`` is ``(active, alpha)`` in original column units or None.
+    ``proj_unit = Phi^T t / scale``, ``warm_start`` is ``(active, alpha)`` in original
+    column units or None, ``priors`` the Gamma hyperpriors ``a, b, c, d``
+    (:func:`rvm_ppl.closed_form.evidence.resolve_evidence_priors`) or None.
     """
     if warm_start is not None and len(warm_start[0]):
         act0 = np.asarray(warm_start[0], dtype=np.int64)
@@ -909,15 +1003,17 @@ def run(Phi, t, proj_unit, scale, *, beta, beta_max, fixed_beta, noise_warmup, a
         if start is None:
             start = int(np.argmax(np.abs(proj_unit)))
     f64 = lambda a: np.ascontiguousarray(a, dtype=float)  # noqa: E731
-    (status, act, alpha, Sigma, mu, S, Q, beta, logml, trace, n_iter, converged, blocker,
+    hyper = [0.0] * 4 if priors is None else [float(priors[k]) for k in "abcd"]
+    (status, act, alpha, Sigma, mu, S, Q, beta, logml, trace, otrace, n_iter, converged, blocker,
      counts) = ascent(f64(Phi), f64(scale), f64(t), f64(proj_unit), float(beta), float(beta_max),
                       bool(fixed_beta), bool(noise_warmup), bool(alignment_test), float(tol),
-                      int(max_iter), int(start or 0), act0, alpha0)
+                      int(max_iter), int(start or 0), act0, alpha0, *hyper)
     if status != OK:
         return None
     return dict(
         scale=scale, active=act, alpha=alpha, mu=mu, Sigma=Sigma, S=S, Q=Q, beta=float(beta),
-        logml=float(logml), trace=trace, n_iter=int(n_iter), converged=bool(converged),
+        logml=float(logml), trace=trace, objective_trace=otrace, n_iter=int(n_iter),
+        converged=bool(converged),
         aligned=np.flatnonzero((blocker >= 0) & (blocker < blocker.size)),
         counts=dict(zip(COUNT_KEYS, counts.tolist())),
     )

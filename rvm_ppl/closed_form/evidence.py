@@ -20,8 +20,8 @@ does not confirm, when to stop) are those of the sequential driver
 :class:`_Model`, the Gaussian statistics with Tipping & Faul's rank-one
 updates. Large problems run in a compiled loop
 (:mod:`rvm_ppl.closed_form.engine`) when the basis fits in memory as a dense
-matrix and the fit uses no hyperprior, callback or progress logging; it
-calls the driver's decision functions compiled by Numba.
+matrix and the fit uses no callback or progress logging, with or without
+hyperpriors; it calls the driver's decision functions compiled by Numba.
 
 Every action is chosen because it raises ``L``; the noise update is a
 MacKay fixed-point step that is accepted only if it raises ``L`` too (with
@@ -32,7 +32,8 @@ then re-estimates the same few precisions hundreds of times, each step
 gaining micro-nats. After ``POLISH_AFTER`` re-estimations in a row a
 Newton ascent on all ``log alpha`` of the model (and ``log beta``) at once
 (:func:`evidence_newton_terms`, :func:`_polish`) finishes that climb in a
-few steps; it too accepts only steps that raise ``L``.
+few steps; it too accepts only steps that raise ``L`` (the penalised
+objective below, with hyperpriors).
 
 With Gamma hyperpriors (``priors``; Tipping 2001, Appendix A) the same
 algorithm maximises the log posterior density of ``(log alpha, log beta)``,
@@ -40,8 +41,10 @@ eq. (36): ``L + sum_(m in model) (a log alpha_m - b alpha_m) + c log beta -
 d beta`` (the Jacobian of the log transform turns ``(a - 1) log alpha`` into
 ``a log alpha``). One ``alpha``'s maximiser is then the root of a cubic
 (:func:`alpha_maximiser`), the gains are computed by
-:func:`choose_action_prior`, and a basis function is left out exactly when
-no finite ``alpha`` makes its term of the objective positive.
+:func:`choose_action_prior` (one candidate's gain is the driver's
+:func:`~rvm_ppl.closed_form.driver.prior_gain`, which the compiled engine
+runs too), and a basis function is left out exactly when no finite
+``alpha`` makes its term of the objective positive.
 """
 
 from __future__ import annotations
@@ -87,7 +90,12 @@ from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
     as_mask,
     ascend,
     decide,
+    gamma_log_prior,
+    gamma_log_prior_terms,
+    may_gain,
     noise_due,
+    penalised_alpha,
+    prior_gain,
     scalar_gains,
 )
 from rvm_ppl.core.gaussian import log_evidence as gaussian_log_evidence
@@ -262,9 +270,6 @@ def choose_action(S, Q, active, alpha, *, blocked=(), tol=MIN_DELTA_LOG_ALPHA):
 
 # -- general Gamma hyperpriors (Tipping 2001, Appendix A) -------------------
 
-_BISECTIONS = 80  # bisection steps in log(alpha / s): 2^-80 of a <= 1e3-nat bracket
-
-
 def resolve_evidence_priors(priors):
     """Check Gamma hyperprior parameters for the evidence method.
 
@@ -324,7 +329,7 @@ def alpha_objective(alpha, s, q, a=0.0, b=0.0):
     alpha, s, q = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (alpha, s, q)))
     with np.errstate(divide="ignore", invalid="ignore"):
         e = 0.5 * (q**2 / (alpha + s) - np.log1p(s / alpha))
-        pen = a * np.log(alpha) - b * alpha if (a or b) else 0.0
+        pen = gamma_log_prior(alpha, a, b) if (a or b) else 0.0
     out = np.where(np.isinf(alpha), 0.0, e + pen)
     return out if out.ndim else float(out)
 
@@ -380,67 +385,9 @@ def alpha_maximiser(s, q, a=0.0, b=0.0):
         value[rel] = 0.5 * (quot - 1 - np.log(quot))
     gen = ~plain
     if np.any(gen):
-        alpha[gen], value[gen] = _penalised_alpha(s[gen], q2[gen], a_[gen], b_[gen])
+        with np.errstate(divide="ignore", invalid="ignore"):
+            alpha[gen], value[gen] = penalised_alpha(s[gen], q2[gen], a_[gen], b_[gen])
     return alpha, value
-
-
-def _penalised_alpha(s, q2, a, b):
-    """The ``b > 0`` branch of :func:`alpha_maximiser` (see its derivation)."""
-    r, bs = q2 / s, b * s
-    c3, c2, c1, c0 = -2 * bs, 2 * a - 4 * bs, 1 - r + 4 * a - 2 * bs, 1 + 2 * a
-
-    def P(x):
-        return ((c3 * x + c2) * x + c1) * x + c0
-
-    # Roots x1 <= x2 of P'(x) = 3 c3 x^2 + 2 c2 x + c1 (leading coefficient < 0).
-    A2, A1, A0 = 3 * c3, 2 * c2, c1
-    disc = A1**2 - 4 * A2 * A0
-    two = disc > 0
-    sq = np.sqrt(np.where(two, disc, 0.0))
-    # Numerically stable pair: x = (-A1 -+ sqrt(disc)) / (2 A2), product A0 / A2.
-    qq = -0.5 * (A1 + np.copysign(sq, A1))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ra = np.where(qq != 0, qq / A2, 0.0)
-        rb = np.where(qq != 0, A0 / qq, 0.0)
-    x1 = np.where(two, np.minimum(ra, rb), 0.0)
-    x2 = np.where(two, np.maximum(ra, rb), 0.0)
-    # Cauchy bounds on the positive roots of P.
-    big = np.maximum.reduce([np.abs(c3), np.abs(c2), np.abs(c1), np.abs(c0)])
-    x_lo = c0 / (c0 + big)
-    x_hi = 1 + big / np.abs(c3)
-
-    low = two & (x1 > 0) & (P(np.where(x1 > 0, x1, 1.0)) < 0)
-    start_high = np.where(two, np.maximum(x2, 0.0), 0.0)
-    high = np.where(start_high > 0, P(start_high) > 0, True)
-
-    def bisect(lo, hi):
-        lo, hi = np.log(lo), np.log(hi)
-        for _ in range(_BISECTIONS):
-            mid = 0.5 * (lo + hi)
-            up = P(np.exp(mid)) > 0
-            lo = np.where(up, mid, lo)
-            hi = np.where(up, hi, mid)
-        return np.exp(0.5 * (lo + hi))
-
-    def value(x):
-        e = 0.5 * (r / (1 + x) - np.log1p(1 / x))
-        return e + a * np.log(s * x) - bs * x
-
-    n = s.size
-    x_best = np.full(n, np.nan)
-    v_best = np.full(n, -np.inf)
-    if np.any(low):
-        lo = np.minimum(x_lo, x1)
-        x = bisect(np.where(low, lo, 1.0), np.where(low, x1, 2.0))
-        v = np.where(low, value(x), -np.inf)
-        x_best, v_best = np.where(low, x, x_best), v
-    if np.any(high):
-        lo = np.where(start_high > 0, start_high, x_lo)
-        x = bisect(np.where(high, lo, 1.0), np.where(high, np.maximum(x_hi, 2 * lo), 2.0))
-        v = np.where(high, value(x), -np.inf)
-        better = v > v_best
-        x_best, v_best = np.where(better, x, x_best), np.where(better, v, v_best)
-    return s * x_best, v_best
 
 
 def prior_penalty(alpha, beta, priors):
@@ -453,9 +400,9 @@ def prior_penalty(alpha, beta, priors):
     alpha = np.asarray(alpha, dtype=float)
     alpha = alpha[np.isfinite(alpha)]
     a, b, c, d = (priors[k] for k in "abcd")
-    out = float(np.sum(a * np.log(alpha) - b * alpha)) if (a or b) else 0.0
+    out = float(np.sum(gamma_log_prior(alpha, a, b))) if (a or b) else 0.0
     if beta is not None and (c or d):
-        out += c * np.log(beta) - d * beta
+        out += gamma_log_prior(beta, c, d)
     return out
 
 
@@ -507,28 +454,18 @@ def prior_gains(S, Q, act, alpha, scale, priors, blocked):
     The new ``alpha`` are on the unit-norm columns of ``S, Q`` and ``alpha``.
     """
     a, b = priors["a"], priors["b"]
-    sc2 = scale**2
-    s_u, q_u = out_factors(S, Q, act, alpha)
-    s, q = s_u * sc2, q_u * scale  # original column units
-    alpha_of = alpha * sc2[act]
-    # s <= 0 (rounding in a nearly singular model) marks a basis that adds nothing.
-    ok = s > 0
-    best_alpha = np.full(len(S), np.inf)
-    best_value = np.zeros(len(S))
-    best_alpha[ok], best_value[ok] = alpha_maximiser(s[ok], q[ok], a, b)
-    best_alpha /= sc2  # back to unit-norm columns
-    delete = ~(best_value[act] > 0)
-    gain_a = np.zeros(act.size)
-    new_a = np.full(act.size, np.inf)
-    if act.size:
-        current = np.atleast_1d(alpha_objective(alpha_of, s[act], q[act], a, b))
-        gain_a[~delete] = best_value[act][~delete] - current[~delete]
-        new_a[~delete] = best_alpha[act][~delete]
-        gain_a[delete] = -current[delete]
-    cand = ok & (best_value > 0) & ~blocked
-    cand[act] = False
-    ad = np.flatnonzero(cand)
-    return ad, best_value[ad], best_alpha[ad], gain_a, new_a, delete
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        # Outside the model only the candidates that can gain at all need the
+        # maximiser (prior_gain would find nothing to add in the others).
+        cand = may_gain(S * (scale * scale), Q * scale, a, b) & ~blocked
+        cand[act] = False
+        idx = np.concatenate([act, np.flatnonzero(cand)])
+        alpha_idx = np.full(idx.size, np.inf)
+        alpha_idx[: act.size] = alpha
+        gain, new, keep = prior_gain(S[idx], Q[idx], alpha_idx, scale[idx], a, b)
+    k = act.size
+    add = k + np.flatnonzero(keep[k:])
+    return idx[add], gain[add], new[add], gain[:k], new[:k], ~keep[:k]
 
 
 class _Columns:
@@ -664,7 +601,7 @@ class _Model:
                 self.counts["refresh"] += 1
         if not terminate:
             self.streak = self.streak + 1 if d.action == REESTIMATE else 0
-        if self.streak >= POLISH_AFTER and self.priors is None:
+        if self.streak >= POLISH_AFTER:
             self.streak = 0
             self.counts["polish"] += _polish(self, self.beta_max,
                                              not self.fixed_beta and self.noise_from >= 0)
@@ -1116,8 +1053,9 @@ def fit_evidence_regression(
         Run each ascent in the compiled engine (:mod:`rvm_ppl.closed_form.engine`,
         the same algorithm without the interpreter's cost per iteration).
         The engine applies where the basis fits in ``ENGINE_MAX_ENTRIES``
-        entries once materialised, there are no hyperpriors, no ``callback``,
-        no ``progress`` logging and ``refresh="drift"``; an ascent whose
+        entries once materialised, there is no ``callback``, no
+        ``progress`` logging and ``refresh="drift"`` (``priors`` run on
+        either path); an ascent whose
         Cholesky factorisation fails is rerun in Python, where the jitter
         policy of :func:`rvm_ppl.core.linalg.cholesky_jittered` applies.
         ``"auto"`` (default): where it applies and the problem has more than
@@ -1142,7 +1080,7 @@ def fit_evidence_regression(
     if compiled not in ("auto", True, False):
         raise ValueError(f"compiled must be 'auto', True or False; got {compiled!r}.")
     if compiled:
-        compiled = _compiled_basis(basis, priors, callback, refresh, report.every is not None,
+        compiled = _compiled_basis(basis, callback, refresh, report.every is not None,
                                    any_size=compiled is True)
     if compiled:
         basis = compiled
@@ -1156,7 +1094,7 @@ def fit_evidence_regression(
     return best
 
 
-def _compiled_basis(basis, priors, callback, refresh, progress, any_size=False):
+def _compiled_basis(basis, callback, refresh, progress, any_size=False):
     """The materialised basis the compiled engine runs on, or None where it does not apply.
 
     The choice depends on the problem only: its size (``ENGINE_MIN_ENTRIES <
@@ -1166,7 +1104,6 @@ def _compiled_basis(basis, priors, callback, refresh, progress, any_size=False):
     entries = basis.n_samples * basis.n_basis
     smallest = 0 if any_size else ENGINE_MIN_ENTRIES
     if (callback is not None or refresh != "drift" or progress
-            or resolve_evidence_priors(priors) is not None
             or type(basis) not in (DenseBasis, KernelBasis)
             or not smallest < entries <= ENGINE_MAX_ENTRIES):
         return None
@@ -1231,7 +1168,7 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
             basis.Phi, t, proj / scale, scale, beta=beta,
             beta_max=beta_max, fixed_beta=fixed_beta, noise_warmup=noise_warmup,
             alignment_test=alignment_test, tol=tol, max_iter=max_iter, start=start,
-            warm_start=warm_start)
+            warm_start=warm_start, priors=priors)
         res = None
         if state is not None:
             if not state["converged"] and warn:
@@ -1239,7 +1176,8 @@ def _fit_sequential(basis, t, *, beta, fixed_beta, start, max_iter, tol, alignme
             res = _state_result(
                 state["scale"], state["active"], state["alpha"], state["mu"], state["Sigma"],
                 state["S"], state["Q"], state["beta"], state["logml"], state["trace"],
-                state["n_iter"], state["converged"], aligned=state["aligned"], counts=state["counts"])
+                state["n_iter"], state["converged"], aligned=state["aligned"],
+                counts=state["counts"], priors=priors, objective_trace=state["objective_trace"])
         if res is not None:
             report(it0 + res.n_iter, res.active.size, res.log_evidence)
             return res
@@ -1418,21 +1356,34 @@ def newton_direction(g, H):
 
 
 def _polish(model, beta_max, free_beta):
-    """Newton ascent of the log evidence in all ``log alpha`` of the model (and ``log beta``).
+    """Newton ascent of the objective in all ``log alpha`` of the model (and ``log beta``).
 
+    The objective is the log evidence, plus the hyperprior terms with
+    ``model.priors`` (Tipping 2001, eq. 36; their derivatives in the log
+    scale are :func:`rvm_ppl.closed_form.driver.gamma_log_prior_terms`).
     Steps of :func:`newton_direction` are halved (at most 20 times) until
-    they raise the evidence; the polish ends after ``POLISH_STEPS`` steps,
+    they raise the objective; the polish ends after ``POLISH_STEPS`` steps,
     a rejected step, or a predicted gain below ``POLISH_GAIN``. Leaves the
     model with exact ``Sigma, mu`` and log evidence (and exact ``S, Q`` if
     it moved); returns whether it moved.
     """
+    priors = model.priors
     core = model.load_core()
-    start = current = model.logml
+    start = current = model.logml + model.penalty()
     alpha, beta = model.alpha.copy(), model.beta
     k = alpha.size
+    sc2 = model.scale[model.act_idx] ** 2
     for _ in range(POLISH_STEPS):
         g, H = evidence_newton_terms(alpha, beta, core["Sigma"], core["mu"], core["ED"], model.N,
                                      free_beta)
+        if priors is not None:
+            ga, ha = gamma_log_prior_terms(alpha * sc2, priors["a"], priors["b"])
+            g[:k] += ga
+            H[np.arange(k), np.arange(k)] += ha
+            if free_beta:
+                gb, hb = gamma_log_prior_terms(beta, priors["c"], priors["d"])
+                g[k] += gb
+                H[k, k] += hb
         step = newton_direction(g, H)
         if step is None or 0.5 * float(g @ step) <= POLISH_GAIN:
             break
@@ -1440,12 +1391,13 @@ def _polish(model, beta_max, free_beta):
             model.alpha = alpha * np.exp(step[:k])
             trial_beta = min(beta * np.exp(step[k]), beta_max) if free_beta else beta
             trial = model.full_statistics(trial_beta, factors=False)
-            if trial["logml"] > current:
+            value = trial["logml"] + prior_penalty(model.alpha * sc2, trial_beta, priors)
+            if value > current:
                 break
             step = step / 2
         else:
             break
-        alpha, beta, core, current = model.alpha.copy(), trial_beta, trial, trial["logml"]
+        alpha, beta, core, current = model.alpha.copy(), trial_beta, trial, value
     model.alpha = alpha
     if current == start:
         return False
@@ -1469,7 +1421,7 @@ def _update_noise(model, beta_max, c=0.0, d=0.0):
     current = model.logml
     gamma = 1.0 - model.alpha * np.diag(model.Sigma)
     if c or d:
-        current += c * np.log(model.beta) - d * model.beta
+        current += gamma_log_prior(model.beta, c, d)
         tiny = np.finfo(float).tiny
         target = (model.N - float(np.sum(gamma)) + 2 * c) / max(model.ED + 2 * d, tiny)
     else:
@@ -1481,7 +1433,7 @@ def _update_noise(model, beta_max, c=0.0, d=0.0):
             return False
         new_beta = model.beta * np.exp(step)
         stats = model.full_statistics(new_beta, factors=False)
-        value = stats["logml"] + (c * np.log(new_beta) - d * new_beta if (c or d) else 0.0)
+        value = stats["logml"] + (gamma_log_prior(new_beta, c, d) if (c or d) else 0.0)
         if value >= current:
             model.load(model.full_statistics(new_beta))
             return True

@@ -78,7 +78,8 @@ class RVR(RegressorMixin, _RVMBase):
         :data:`rvm_ppl.DEFAULT_PRIORS` (all 1e-6). The evidence method with
         all four None maximises the evidence itself, the limit
         ``a = b = c = d -> 0`` of the same model (with 1e-6 it finds the same
-        basis set, about ten times more slowly for large N); with any of
+        basis set, more slowly: the documentation's Benchmarks page, "Speed
+        (evidence method)", has the times); with any of
         them set, it maximises the posterior of ``log alpha`` and
         ``log beta`` (Tipping 2001, App. A), the others at 1e-6.
     noise_std : float, optional
@@ -327,7 +328,7 @@ class RVR(RegressorMixin, _RVMBase):
         # Up to COMPILED_DENSE_MAX_N the compiled engine on the exact dense
         # matrix is fastest; above it a low-rank factor, where one exists.
         priors = self._priors()
-        dense = fast and priors is None and X.shape[0] <= COMPILED_DENSE_MAX_N
+        dense = fast and X.shape[0] <= COMPILED_DENSE_MAX_N
         basis, labels, n_extra = self._training_basis(
             X, kernel, lazy_ok=method == "vb" or (fast and not dense))
         beta = None if self.noise_std is None else 1.0 / self.noise_std**2
