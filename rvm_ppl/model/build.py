@@ -117,13 +117,14 @@ from rvm_ppl.core.priors import (  # noqa: F401
     resolve_priors,
     scale_priors,
 )
-from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
-from rvm_ppl.model.marginal import (
-    low_rank_factor,
-    lowrank_conditional_weights,
-    lowrank_marginal_loglike,
-    use_low_rank,
+from rvm_ppl.model.conditional import (
+    conditional_logp,
+    conditional_mean,
+    prior_random,
+    whitened_class,
 )
+from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
+from rvm_ppl.model.marginal import low_rank_factor, lowrank_marginal_loglike, use_low_rank
 from rvm_ppl.model.transforms import rotation_class, scaled_asinh_class
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
@@ -433,21 +434,31 @@ def build_model(
             PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
             Pty = pm.Data("PhiT_y", Phi.T @ y)
             factor = _marginal_factor(Phi, low_rank)
-            # w | alpha, beta, t ~ N(mu, Sigma) (eqs. 12-13), drawn exactly:
-            # w = mu + R z with R R^T = Sigma and z ~ N(0, I), which is
-            # independent of (alpha, beta) in the posterior; R = L^{-T} with
-            # L L^T = Sigma^{-1}, or its low-rank counterpart.
-            z = pm.Normal("w_std", 0.0, 1.0, dims="basis")
             if factor is None:
-                extra, logp = (), _dense_logp(_marginal_loglike())
-                w_value = _conditional_weights(alpha_v, beta_v, PtP, Pty, z)
+                form, extra, logp = "dense", (), _dense_logp(_marginal_loglike())
+                w_data = (PtP, Pty)
             else:
                 Q, V = factor
+                form = "lowrank"
                 extra = (pm.Data("lowrank_Q", Q), pm.Data("lowrank_V", V))
                 logp = _lowrank_logp(lowrank_marginal_loglike())
-                s_d = pm.Data("lowrank_s", Q.T @ y)
-                w_value = lowrank_conditional_weights(alpha_v, beta_v, extra[1], s_d, z)
-            w = pm.Deterministic("w", w_value, dims="basis")
+                w_data = (extra[1], pm.Data("lowrank_s", Q.T @ y))
+            # w: drawn from its prior N(0, A^{-1}) (eq. 5) when sampling forward, scored by
+            # its conditional N(mu, Sigma) given alpha, beta and t (eqs. 12-13), and sampled
+            # on the whitened scale z = R^{-1} (w - mu), whose density is N(0, I): see
+            # rvm_ppl.model.conditional.
+            w = pm.CustomDist(
+                "w",
+                alpha_v,
+                beta_v,
+                *w_data,
+                logp=conditional_logp(form),
+                random=prior_random,
+                support_point=conditional_mean(form),
+                signature="(m),(),(m,m),(m)->(m)" if form == "dense" else "(m),(),(k,m),(k)->(m)",
+                transform=whitened_class()(form),
+                dims="basis",
+            )
             pm.CustomDist(
                 "y",
                 w,
@@ -579,20 +590,6 @@ def _lowrank_logp(marginal):
         return marginal(value, alpha, beta, Q, V)
 
     return logp
-
-
-def _conditional_weights(alpha, beta, PtP, Pty, z):
-    """``mu + L^{-T} z``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
-
-    ``L L^T = beta Phi^T Phi + A = Sigma^{-1}`` (Tipping 2001, eq. 12) and
-    ``mu = beta Sigma Phi^T t`` (eq. 13); ``L^{-T} z`` has covariance Sigma.
-    """
-    import pytensor.tensor as pt
-    from pytensor.tensor.slinalg import solve_triangular
-
-    L = pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
-    v = solve_triangular(L, beta * Pty, lower=True)
-    return solve_triangular(L.T, v + z, lower=False)
 
 
 class PriorUnderflowWarning(UserWarning):

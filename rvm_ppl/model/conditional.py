@@ -1,0 +1,231 @@
+"""The weights of the marginal regression: drawn from their prior, scored by their conditional.
+
+In the marginal regression of :func:`rvm_ppl.model.build.build_model`, ``t``
+is observed through its marginal likelihood ``p(t | alpha, beta)`` (Tipping
+2001, eq. 15), and ``w`` is a random variable upstream of ``t`` whose
+
+- *random draws* are its prior ``N(0, A^{-1})`` (eq. 5), so forward
+  sampling goes ``alpha, beta -> w -> t`` and draws the prior predictive;
+- *log density* is its conditional ``log N(w; mu, Sigma)`` given ``alpha,
+  beta`` and the training targets (eqs. 12-13).
+
+The model density ``p(alpha) p(beta) p(t | alpha, beta) p(w | alpha, beta,
+t)`` is then the joint ``p(alpha, beta, w, t)`` of the centred model.
+
+``w`` is sampled on its whitened scale ``z`` (the ``Whitened`` transform),
+``w = mu + R z`` with ``R R^T = Sigma``: ``R = L^{-T}``, ``L L^T = beta
+Phi^T Phi + A`` (eq. 12) in the M x M form, and ``R = A^{-1/2} (I + B^T
+B)^{-1/2}`` through the thin singular value decomposition of ``B = beta^{1/2}
+V A^{-1/2}`` in the low-rank form ``Phi = Q V``
+(:func:`rvm_ppl.model.marginal.lowrank_conditional_weights`). The density
+on ``z`` is ``log N(w(z); mu, Sigma) + log|dw/dz| = log N(z; 0, I)``
+exactly; the log density builds that directly when its value is the
+transform's ``w(z)`` (:func:`conditional_logp`), so the compiled log density
+and its gradient hold no factorisation of their own: they cost what the
+marginal likelihood costs. ``log|dw/dz| = -log|L|`` enters the conditional
+density and the Jacobian with opposite signs, and PyTensor's canonical
+rewrites cancel the two (both are one graph of ``alpha, beta`` and the data).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+# The marginal regression's two forms: the M x M Cholesky factor, or the
+# low-rank factor Phi = Q V.
+FORMS = ("dense", "lowrank")
+
+
+def _dense_root(alpha, beta, PtP, Pty):
+    """``(L, v)``: ``L L^T = beta Phi^T Phi + A`` (Tipping 2001, eq. 12), ``v = L^{-1} beta Phi^T t``.
+
+    Then ``mu = L^{-T} v`` (eq. 13) and ``L^T (w - mu) = L^T w - v``.
+    """
+    import pytensor.tensor as pt
+    from pytensor.tensor.slinalg import solve_triangular
+
+    L = pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
+    return L, solve_triangular(L, beta * Pty, lower=True)
+
+
+def _lowrank_root(alpha, beta, V):
+    """``(A^{-1/2}, U, d, W^T)`` of the thin SVD ``B = beta^{1/2} V A^{-1/2} = U diag(d) W^T``."""
+    import pytensor.tensor as pt
+
+    a_isqrt = 1.0 / pt.sqrt(alpha)
+    U, d, Wt = pt.linalg.svd(pt.sqrt(beta) * V * a_isqrt[None, :], full_matrices=False)
+    return a_isqrt, U, d, Wt
+
+
+def unwhiten(form, z, alpha, beta, data1, data2):
+    """``w = mu + R z``: the weights at whitened coordinates ``z`` (a graph, not an op)."""
+    from pytensor.tensor.slinalg import solve_triangular
+
+    if form == "dense":  # data: Phi^T Phi, Phi^T t
+        L, v = _dense_root(alpha, beta, data1, data2)
+        return solve_triangular(L.T, v + z, lower=False)
+    from rvm_ppl.model.marginal import lowrank_conditional_weights
+
+    return lowrank_conditional_weights(alpha, beta, data1, data2, z)  # data: V, s = Q^T t
+
+
+def whiten(form, w, alpha, beta, data1, data2):
+    """``z = R^{-1} (w - mu)``, the inverse of :func:`unwhiten`.
+
+    M x M form: ``z = L^T w - v``. Low-rank form: ``R^{-1} = (I + W
+    diag(e) W^T) A^{1/2}``, ``e = (1 + d^2)^{1/2} - 1``, and ``R^{-1} mu =
+    beta^{1/2} W diag(d / (1 + d^2)^{1/2}) U^T s``.
+    """
+    import pytensor.tensor as pt
+
+    if form == "dense":
+        L, v = _dense_root(alpha, beta, data1, data2)
+        return L.T @ w - v
+    a_isqrt, U, d, Wt = _lowrank_root(alpha, beta, data1)
+    root = pt.sqrt(1.0 + d**2)
+    x = w / a_isqrt
+    return x + Wt.T @ ((root - 1.0) * (Wt @ x) - pt.sqrt(beta) * d / root * (U.T @ data2))
+
+
+def _log_abs_det_graph(form, alpha, beta, data1):
+    """``log|dw/dz| = log|R| = (1/2) log|Sigma|`` as a graph: ``-sum log diag L``, or
+    ``-(1/2) sum(log alpha + log(1 + d^2))`` in the low-rank form."""
+    import pytensor.tensor as pt
+
+    if form == "dense":
+        L = pt.linalg.cholesky(beta * data1 + pt.diag(alpha), lower=True)
+        return -pt.sum(pt.log(pt.diagonal(L)))
+    _, _, d, _ = _lowrank_root(alpha, beta, data1)
+    return -0.5 * (pt.sum(pt.log(alpha)) + pt.sum(pt.log1p(d**2)))
+
+
+@functools.cache
+def _log_abs_det_op(form):
+    """:func:`_log_abs_det_graph` as one inlined OpFromGraph: a term the rewrites see whole."""
+    import pytensor.tensor as pt
+    from pytensor.compile.builders import OpFromGraph
+
+    class LogAbsDet(OpFromGraph):
+        """``log|dw/dz|`` of the ``Whitened`` transform (inlined when compiled)."""
+
+    ins = [pt.vector("alpha"), pt.scalar("beta"), pt.matrix("data1")]
+    return LogAbsDet(ins, [_log_abs_det_graph(form, *ins)], inline=True, name=f"log_abs_det_{form}")
+
+
+@functools.lru_cache(maxsize=64)
+def log_abs_det(form, alpha, beta, data1):
+    """``log|dw/dz|``: one variable for given input variables.
+
+    The conditional density holds ``-log|dw/dz|`` and the transform's
+    Jacobian ``+log|dw/dz|``: built on the same inputs, they are one
+    variable (this cache) and a single opaque term (an OpFromGraph), so
+    that PyTensor's canonical rewrites cancel ``x - h + h`` to ``x`` before
+    a gradient is taken.
+    """
+    return _log_abs_det_op(form)(alpha, beta, data1)
+
+
+@functools.cache
+def _unwhiten_op(form):
+    """:func:`unwhiten` as an inlined OpFromGraph, so that the log density can recognise it."""
+    import pytensor.tensor as pt
+    from pytensor.compile.builders import OpFromGraph
+
+    class Unwhiten(OpFromGraph):
+        """``w = mu + R z`` of the marginal regression's weights (inlined when compiled)."""
+
+    ins = [pt.vector("z"), pt.vector("alpha"), pt.scalar("beta"),
+           pt.matrix("data1"), pt.vector("data2")]
+    return Unwhiten(ins, [unwhiten(form, *ins)], inline=True, name=f"unwhiten_{form}")
+
+
+def _whitened_value(value, params):
+    """``z`` if ``value`` is the transform's ``w(z)`` on ``params`` (possibly wrapped), else None."""
+    from pymc.logprob.transform_value import TransformedValue
+
+    node = value.owner
+    if node is not None and isinstance(node.op, TransformedValue):
+        node = node.inputs[0].owner  # (backward value, original value)
+    if node is None or not any(node.op is _unwhiten_op(f) for f in FORMS):
+        return None
+    z, *inputs = node.inputs
+    return z if len(inputs) == len(params) and all(
+        a is b for a, b in zip(inputs, params, strict=True)) else None
+
+
+def conditional_logp(form):
+    """``log N(w; mu, Sigma)`` of ``w | alpha, beta, t`` (Tipping 2001, eqs. 12-13), a CustomDist logp.
+
+    ``= log N(z; 0, I) - log|dw/dz|`` with ``z = R^{-1} (w - mu)``. When
+    ``w`` is the ``Whitened`` transform's ``w(z)`` on the same inputs, ``z``
+    is taken as it is: ``whiten(unwhiten(z)) = z`` is not computed.
+    """
+    import pytensor.tensor as pt
+
+    def logp(value, alpha, beta, data1, data2):
+        params = (alpha, beta, data1, data2)
+        z = _whitened_value(value, params)
+        if z is None:
+            z = whiten(form, value, *params)
+        return (-0.5 * (z @ z) - 0.5 * np.log(2 * np.pi) * pt.cast(z.shape[0], "float64")
+                - log_abs_det(form, alpha, beta, data1))
+
+    return logp
+
+
+def conditional_mean(form):
+    """The CustomDist support point: ``mu`` (eq. 13), ``w(z = 0)``, the sampler's start."""
+    import pytensor.tensor as pt
+
+    def support_point(rv, size, alpha, beta, data1, data2):
+        return _unwhiten_op(form)(pt.zeros_like(alpha), alpha, beta, data1, data2)
+
+    return support_point
+
+
+def prior_random(alpha, beta, data1, data2, rng=None, size=None):
+    """Draws of ``w ~ N(0, A^{-1})``, the prior (Tipping 2001, eq. 5); the data are not used."""
+    alpha = np.asarray(alpha, dtype=float)
+    shape = alpha.shape if size is None else tuple(size) + alpha.shape[-1:]
+    with np.errstate(divide="ignore"):  # a vague hyperprior's alpha underflows to 0
+        return rng.standard_normal(shape) / np.sqrt(alpha)
+
+
+@functools.cache
+def whitened_class():
+    """The ``Whitened`` transform, defined on first use: importing this module needs no PyMC."""
+    from pymc.logprob.transforms import Transform
+
+    class Whitened(Transform):
+        """``z = R^{-1} (w - mu)``: the weights on the scale of their conditional ``N(mu, Sigma)``.
+
+        The parameters are the random variable's own inputs ``(alpha,
+        beta, data1, data2)``, its last four (``Phi^T Phi, Phi^T t``, or
+        ``V, Q^T t`` in the low-rank form), so the map moves with ``alpha``
+        and ``beta``; its Jacobian ``log|dw/dz| = log|R|`` makes the density
+        of ``z`` standard normal.
+        """
+
+        name = "whitened"
+        ndim_supp = 1
+
+        def __init__(self, form):
+            if form not in FORMS:
+                raise ValueError(f"form must be one of {list(FORMS)}; got {form!r}.")
+            self.form = form
+
+        def forward(self, value, *inputs):
+            params = inputs[-4:]
+            z = _whitened_value(value, params)
+            return z if z is not None else whiten(self.form, value, *params)
+
+        def backward(self, value, *inputs):
+            return _unwhiten_op(self.form)(value, *inputs[-4:])
+
+        def log_jac_det(self, value, *inputs):
+            alpha, beta, data1, _ = inputs[-4:]
+            return log_abs_det(self.form, alpha, beta, data1)
+
+    return Whitened
