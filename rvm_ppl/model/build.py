@@ -19,10 +19,13 @@ Three parameterisations describe the same joint distribution:
     One level of the hierarchy integrated out in closed form, the other
     drawn exactly afterwards: the geometry NUTS and ADVI handle best.
 
-    *Regression*: ``w`` integrated out,
-    ``t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping 2001, eq. 15);
-    ``w`` is a deterministic function of ``(alpha, beta)`` and a standard
-    normal ``w_std``, an exact draw from its Gaussian conditional (eqs. 12-13).
+    *Regression*: ``t`` observed through its marginal likelihood, ``w``
+    integrated out, ``t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping
+    2001, eq. 15); ``w`` is a random variable whose density is its Gaussian
+    conditional ``N(mu, Sigma)`` given ``(alpha, beta, t)`` (eqs. 12-13),
+    sampled on its whitened scale, where that density is ``N(0, I)``
+    (:mod:`rvm_ppl.model.conditional`). ``p(alpha) p(beta) p(t | alpha,
+    beta) p(w | alpha, beta, t)`` is the centred model's joint density.
     The likelihood is evaluated in the M x M form with an analytic gradient
     (:func:`_marginal_loglike`), not as an N x N ``MvNormal``; when ``Phi``
     has a low numerical rank ``k`` (smooth kernels on few inputs), in an
@@ -44,15 +47,18 @@ Three parameterisations describe the same joint distribution:
 
 Forward sampling
 ----------------
-The densities are those of one joint distribution; PyMC's forward sampling
-follows the graph instead. In the marginal regression ``w`` is computed from
-the training targets (``PhiT_y``), so ``pm.sample_prior_predictive`` draws
-``y`` from ``w | alpha, beta, t`` at prior draws of ``(alpha, beta)``: a
-predictive that has seen the data, not the prior predictive; the centred and
-non-centred forms give the prior predictive. ``pm.sample_posterior_predictive``
-is right in every form. With a vague hyperprior (``a = 1e-6``) the draws of
-``alpha`` underflow to 0 and the marginal regression's prior-predictive draws
-warn (:class:`PriorUnderflowWarning`).
+PyMC's forward sampling follows the graph, ``alpha, beta -> w -> y``, and
+every form draws from the same joint distribution: in the marginal
+regression the random draws of ``w`` are its prior ``N(0, 1/alpha)`` (eq. 5)
+although its density is its conditional given the training targets, and
+those of ``y`` are ``Phi w + noise`` (eq. 3), so ``pm.sample_prior_predictive``
+draws the prior predictive, as the centred and non-centred forms do.
+``pm.sample_posterior_predictive`` draws ``y`` given the posterior's ``w`` and
+``beta`` in every form (the package's InferenceData keeps the training
+statistics ``w`` depends on in ``constant_data``, so that PyMC takes ``w``
+from the posterior after ``pm.set_data``). With a vague hyperprior
+(``a = 1e-6``) the draws of ``alpha`` underflow to 0 and the marginal
+regression's prior-predictive draws warn (:class:`PriorUnderflowWarning`).
 
 Hyperpriors of the classifier and of counts
 -------------------------------------------
@@ -235,7 +241,9 @@ def build_model(
     sufficient statistics ``Phi^T Phi`` and ``Phi^T t`` are data of their
     own (``"PhiT_Phi"``, ``"PhiT_y"``) in the marginal regression: new rows
     of ``Phi`` leave the fit alone; to fit new training data, build a new
-    model.
+    model. PyMC takes ``w`` from the posterior only if the InferenceData's
+    ``constant_data`` holds the statistics ``w`` depends on (``pm.sample``'s
+    and the package's do); otherwise it draws ``w`` again, from its prior.
 
     Parameters
     ----------
@@ -291,9 +299,9 @@ def build_model(
         of ``1e-12`` of its largest column norm, and its rank passes the flop
         rule of :func:`rvm_ppl.model.marginal.use_low_rank`; ``True``: whenever
         the factor exists (ValueError otherwise); ``False``: never. The
-        model's density is the same either way; the weights drawn from the
-        same ``w_std`` differ (each is an exact draw of ``w | alpha, beta,
-        t``). Beyond speed, the low-rank form stays exact where the posterior
+        model's density is the same either way; the weights at the same
+        whitened coordinates differ (the two forms whiten with different
+        square roots of ``Sigma``). Beyond speed, the low-rank form stays exact where the posterior
         puts many ``alpha_m`` of near-collinear columns near zero at once
         (a smooth kernel on many points), where ``beta Phi^T Phi + A`` of
         the M x M form is too ill-conditioned for its gradient and NUTS
@@ -311,8 +319,9 @@ def build_model(
         With coords ``basis``, data ``Phi`` and ``y_obs``, free
         variables ``alpha`` (dims ``basis``; except in the marginal
         classifier) and ``beta`` (regression) unless fixed, ``w`` (dims
-        ``basis``; free, or deterministic in the non-centred form and the
-        marginal regression), the observed ``y`` (as many rows as ``Phi``), and the
+        ``basis``; free, or deterministic in the non-centred form; in the
+        marginal regression free, on the whitened scale ``w_whitened__``),
+        the observed ``y`` (as many rows as ``Phi``), and the
         attribute ``rvm_spec`` (:class:`ModelSpec`). ``"categorical"``: coords
         ``obs``, ``basis`` and ``class``, ``w`` with dims ``("class", "basis")``
         (free, or deterministic from ``w_basis`` with shared ``alpha``), no
@@ -325,11 +334,11 @@ def build_model(
     >>> Phi = np.column_stack([np.ones(5), np.arange(5.0)])
     >>> model = build_model(Phi, np.array([0.1, 1.2, 1.9, 3.1, 4.0]))
     >>> sorted(v.name for v in model.free_RVs)
-    ['alpha', 'beta', 'w_std']
+    ['alpha', 'beta', 'w']
     >>> with model:
     ...     pm.set_data({"Phi": Phi[:2]})
     >>> model["y"].eval({model["alpha"]: np.ones(2), model["beta"]: 1.0,
-    ...                  model["w_std"]: np.zeros(2)}).shape
+    ...                  model["w"]: np.zeros(2)}).shape
     (2,)
     """
     import pymc as pm
@@ -424,7 +433,7 @@ def build_model(
                 d_d = pm.Data("beta_rate", float(p["d"]))
                 beta_v = pm.Gamma("beta", alpha=p["c"], beta=d_d)  # §2.1, noise precision
             else:
-                beta_v = pt.as_tensor_variable(float(beta))
+                beta_v = pt.as_tensor_variable(np.float64(beta))  # float64, as its ops take
 
         if parameterization == "marginal":
             # Tipping (2001) eq. (15): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),

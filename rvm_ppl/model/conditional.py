@@ -33,30 +33,31 @@ import functools
 
 import numpy as np
 
+from rvm_ppl.model.marginal import (
+    _as_float64,
+    _gradient_op,
+    lowrank_conditional_weights,
+    lowrank_svd,
+)
+
 # The marginal regression's two forms: the M x M Cholesky factor, or the
 # low-rank factor Phi = Q V.
 FORMS = ("dense", "lowrank")
 
 
-def _dense_root(alpha, beta, PtP, Pty):
-    """``(L, v)``: ``L L^T = beta Phi^T Phi + A`` (Tipping 2001, eq. 12), ``v = L^{-1} beta Phi^T t``.
-
-    Then ``mu = L^{-T} v`` (eq. 13) and ``L^T (w - mu) = L^T w - v``.
-    """
+def _precision_factor(alpha, beta, PtP):
+    """``L`` with ``L L^T = beta Phi^T Phi + A = Sigma^{-1}`` (Tipping 2001, eq. 12)."""
     import pytensor.tensor as pt
+
+    return pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
+
+
+def _dense_root(alpha, beta, PtP, Pty):
+    """``(L, v)`` with ``v = L^{-1} beta Phi^T t``: ``mu = L^{-T} v`` (eq. 13), ``L^T mu = v``."""
     from pytensor.tensor.slinalg import solve_triangular
 
-    L = pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
+    L = _precision_factor(alpha, beta, PtP)
     return L, solve_triangular(L, beta * Pty, lower=True)
-
-
-def _lowrank_root(alpha, beta, V):
-    """``(A^{-1/2}, U, d, W^T)`` of the thin SVD ``B = beta^{1/2} V A^{-1/2} = U diag(d) W^T``."""
-    import pytensor.tensor as pt
-
-    a_isqrt = 1.0 / pt.sqrt(alpha)
-    U, d, Wt = pt.linalg.svd(pt.sqrt(beta) * V * a_isqrt[None, :], full_matrices=False)
-    return a_isqrt, U, d, Wt
 
 
 def unwhiten(form, z, alpha, beta, data1, data2):
@@ -66,8 +67,6 @@ def unwhiten(form, z, alpha, beta, data1, data2):
     if form == "dense":  # data: Phi^T Phi, Phi^T t
         L, v = _dense_root(alpha, beta, data1, data2)
         return solve_triangular(L.T, v + z, lower=False)
-    from rvm_ppl.model.marginal import lowrank_conditional_weights
-
     return lowrank_conditional_weights(alpha, beta, data1, data2, z)  # data: V, s = Q^T t
 
 
@@ -83,35 +82,52 @@ def whiten(form, w, alpha, beta, data1, data2):
     if form == "dense":
         L, v = _dense_root(alpha, beta, data1, data2)
         return L.T @ w - v
-    a_isqrt, U, d, Wt = _lowrank_root(alpha, beta, data1)
+    a_isqrt, U, d, Wt = lowrank_svd(alpha, beta, data1)
     root = pt.sqrt(1.0 + d**2)
     x = w / a_isqrt
     return x + Wt.T @ ((root - 1.0) * (Wt @ x) - pt.sqrt(beta) * d / root * (U.T @ data2))
 
 
-def _log_abs_det_graph(form, alpha, beta, data1):
-    """``log|dw/dz| = log|R| = (1/2) log|Sigma|`` as a graph: ``-sum log diag L``, or
-    ``-(1/2) sum(log alpha + log(1 + d^2))`` in the low-rank form."""
+def _log_abs_det_and_gradient(form):
+    """``(alpha, beta, data1) -> [h, dh/dalpha, dh/dbeta]`` of ``h = log|dw/dz| = log|Sigma| / 2``.
+
+    ``h = -sum log diag L`` (M x M form) or ``-(1/2) sum(log alpha + log(1 +
+    d^2))`` (low-rank form): the same function, since ``R R^T = Sigma`` for
+    both roots. With ``gamma_m = 1 - alpha_m Sigma_mm`` (Tipping 2001, eq.
+    17) its gradient is ``dh/dalpha_m = -Sigma_mm / 2`` and ``dh/dbeta =
+    -tr(Sigma Phi^T Phi) / 2 = -sum(gamma) / (2 beta)``.
+    """
     import pytensor.tensor as pt
 
-    if form == "dense":
-        L = pt.linalg.cholesky(beta * data1 + pt.diag(alpha), lower=True)
-        return -pt.sum(pt.log(pt.diagonal(L)))
-    _, _, d, _ = _lowrank_root(alpha, beta, data1)
-    return -0.5 * (pt.sum(pt.log(alpha)) + pt.sum(pt.log1p(d**2)))
+    def value_and_gradient(alpha, beta, data1):
+        if form == "dense":
+            from rvm_ppl.model.trtri import lower_triangular_inverse
+
+            L = _precision_factor(alpha, beta, data1)
+            h = -pt.sum(pt.log(pt.diagonal(L)))
+            gamma = 1.0 - alpha * pt.sum(lower_triangular_inverse(L) ** 2, axis=0)
+        else:
+            _, _, d, Wt = lowrank_svd(alpha, beta, data1)
+            h = -0.5 * (pt.sum(pt.log(alpha)) + pt.sum(pt.log1p(d**2)))
+            gamma = pt.sum((d**2 / (1.0 + d**2))[:, None] * Wt**2, axis=0)
+        return [h, -0.5 * (1.0 - gamma) / alpha, -0.5 * pt.sum(gamma) / beta]
+
+    return value_and_gradient
 
 
 @functools.cache
 def _log_abs_det_op(form):
-    """:func:`_log_abs_det_graph` as one inlined OpFromGraph: a term the rewrites see whole."""
-    import pytensor.tensor as pt
-    from pytensor.compile.builders import OpFromGraph
+    """``h = log|dw/dz|`` as one inlined OpFromGraph with its analytic gradient.
 
-    class LogAbsDet(OpFromGraph):
-        """``log|dw/dz|`` of the ``Whitened`` transform (inlined when compiled)."""
+    One opaque term, which the rewrites cancel whole; its gradient is its
+    own outputs times the output gradient, so where that is zero (the
+    conditional density's ``-h`` and the Jacobian's ``+h``) nothing of it
+    is left either.
+    """
+    import pytensor.tensor as pt
 
     ins = [pt.vector("alpha"), pt.scalar("beta"), pt.matrix("data1")]
-    return LogAbsDet(ins, [_log_abs_det_graph(form, *ins)], inline=True, name=f"log_abs_det_{form}")
+    return _gradient_op(_log_abs_det_and_gradient(form), ins, n_data=1)
 
 
 @functools.lru_cache(maxsize=64)
@@ -124,7 +140,7 @@ def log_abs_det(form, alpha, beta, data1):
     that PyTensor's canonical rewrites cancel ``x - h + h`` to ``x`` before
     a gradient is taken.
     """
-    return _log_abs_det_op(form)(alpha, beta, data1)
+    return _log_abs_det_op(form)(*_as_float64(alpha, beta, data1))[0]
 
 
 @functools.cache
@@ -142,7 +158,7 @@ def _unwhiten_op(form):
 
 
 def _whitened_value(value, params):
-    """``z`` if ``value`` is the transform's ``w(z)`` on ``params`` (possibly wrapped), else None."""
+    """``z`` if ``value`` is the transform's ``w(z)`` on ``params`` (maybe wrapped), else None."""
     from pymc.logprob.transform_value import TransformedValue
 
     node = value.owner
@@ -152,11 +168,11 @@ def _whitened_value(value, params):
         return None
     z, *inputs = node.inputs
     return z if len(inputs) == len(params) and all(
-        a is b for a, b in zip(inputs, params, strict=True)) else None
+        a is b for a, b in zip(inputs, _as_float64(*params), strict=True)) else None
 
 
 def conditional_logp(form):
-    """``log N(w; mu, Sigma)`` of ``w | alpha, beta, t`` (Tipping 2001, eqs. 12-13), a CustomDist logp.
+    """The CustomDist logp: ``log N(w; mu, Sigma)`` of ``w | alpha, beta, t`` (eqs. 12-13).
 
     ``= log N(z; 0, I) - log|dw/dz|`` with ``z = R^{-1} (w - mu)``. When
     ``w`` is the ``Whitened`` transform's ``w(z)`` on the same inputs, ``z``
@@ -180,7 +196,8 @@ def conditional_mean(form):
     import pytensor.tensor as pt
 
     def support_point(rv, size, alpha, beta, data1, data2):
-        return _unwhiten_op(form)(pt.zeros_like(alpha), alpha, beta, data1, data2)
+        zero = pt.zeros_like(alpha)
+        return _unwhiten_op(form)(*_as_float64(zero, alpha, beta, data1, data2))
 
     return support_point
 
@@ -222,7 +239,7 @@ def whitened_class():
             return z if z is not None else whiten(self.form, value, *params)
 
         def backward(self, value, *inputs):
-            return _unwhiten_op(self.form)(value, *inputs[-4:])
+            return _unwhiten_op(self.form)(*_as_float64(value, *inputs[-4:]))
 
         def log_jac_det(self, value, *inputs):
             alpha, beta, data1, _ = inputs[-4:]

@@ -163,15 +163,11 @@ def _build_functions(model, var_names, compile_mode):
     import pytensor.tensor as pt
     from pymc.pytensorf import join_nonshared_inputs
     from pytensor.graph.replace import graph_replace
-    from pytensor.graph.rewriting.utils import rewrite_graph
 
     point = model.initial_point()  # compiles a function: once per build
     layout = _flat_layout(model, point)
     value_vars = [v for v, *_ in layout]
-    # Rewritten before the gradient is taken, as nutpie does: terms that cancel (the
-    # marginal regression's log|dw/dz| in its conditional density and in its Jacobian,
-    # rvm_ppl.model.conditional) then leave no trace in the gradient either.
-    logp = rewrite_graph(model.logp(jacobian=True), include=("canonicalize", "stabilize"))
+    logp = model.logp(jacobian=True)
     grad = pt.concatenate([g.ravel() for g in pt.grad(logp, value_vars)])
     expanded = [v for v in model.unobserved_value_vars
                 if var_names is None or v.name in var_names]

@@ -395,8 +395,9 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
             # From z also where w was traced (ADVI): the same w up to rounding, and the
             # draws of g = V w computed stably beside them.
             V = _data(model, "lowrank_V")
-            mean, cov, gamma, w, (g_mean, g_cov, g) = lowrank_conditional_moments(
+            mean, cov, gamma, w_z, (g_mean, g_cov, g) = lowrank_conditional_moments(
                 V, _data(model, "lowrank_s"), alpha_d, beta_d, z)
+            w = w_z if w_z is not None else w
             latent = {"V_pinv": lowrank_latent(V), "mean": g_mean, "cov": g_cov, "draws": g}
         else:
             mean, cov, gamma, w_z = _conditional_moments(
@@ -492,6 +493,12 @@ def _model_idata(model, result, random_state):
         )
     # The model's scalar data (the hyperprior's rates), as pm.sample stores them.
     constants = {v.name: v.get_value() for v in model.data_vars if np.ndim(v.get_value()) == 0}
+    if whitened_weights(model) is not None:
+        # The training statistics the marginal regression's w is conditioned on: with their
+        # values in constant_data, pm.sample_posterior_predictive after pm.set_data takes w
+        # from the posterior instead of drawing it again (from its prior).
+        constants.update({v.name: v.get_value() for v in model["w"].owner.inputs
+                          if v in model.data_vars})
     priors = _model_priors(model, result, constants)
     if isinstance(result, list):  # categorical: one result per class, all on every basis
         classes = json.loads(result[0].stats["classes"])
