@@ -19,12 +19,17 @@ B)^{-1/2}`` through the thin singular value decomposition of ``B = beta^{1/2}
 V A^{-1/2}`` in the low-rank form ``Phi = Q V``
 (:func:`rvm_ppl.model.marginal.lowrank_conditional_weights`). The density
 on ``z`` is ``log N(w(z); mu, Sigma) + log|dw/dz| = log N(z; 0, I)``
-exactly; the log density builds that directly when its value is the
-transform's ``w(z)`` (:func:`conditional_logp`), so the compiled log density
-and its gradient hold no factorisation of their own: they cost what the
-marginal likelihood costs. ``log|dw/dz| = -log|L|`` enters the conditional
-density and the Jacobian with opposite signs, and PyTensor's canonical
-rewrites cancel the two (both are one graph of ``alpha, beta`` and the data).
+exactly, and the graph is built so that the compiled log density and its
+gradient hold no factorisation of their own (they cost what the marginal
+likelihood costs, also with PyMC's gradient, taken before any rewrite):
+
+- when its value is the transform's ``w(z)`` on the same inputs, the
+  conditional density takes ``z`` as it is (:func:`conditional_logp`):
+  ``whiten(unwhiten(z))`` is never built;
+- ``h = log|dw/dz|`` enters the density as ``-h`` and the Jacobian as
+  ``+h``: one variable (:func:`log_abs_det`), one opaque term, which
+  PyTensor's canonical rewrites cancel, and whose gradient is an output
+  of its own op times its output gradient, ``-g + g``, rewritten to zero.
 """
 
 from __future__ import annotations
@@ -137,8 +142,8 @@ def log_abs_det(form, alpha, beta, data1):
     The conditional density holds ``-log|dw/dz|`` and the transform's
     Jacobian ``+log|dw/dz|``: built on the same inputs, they are one
     variable (this cache) and a single opaque term (an OpFromGraph), so
-    that PyTensor's canonical rewrites cancel ``x - h + h`` to ``x`` before
-    a gradient is taken.
+    that PyTensor's canonical rewrites cancel ``x - h + h`` to ``x``, and
+    its gradient's ``-g + g`` to zero.
     """
     return _log_abs_det_op(form)(*_as_float64(alpha, beta, data1))[0]
 
