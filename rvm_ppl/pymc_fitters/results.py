@@ -392,8 +392,8 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
     latent = None
     if gaussian and "PhiT_Phi" in model.named_vars:
         if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
-            # From z also where w was traced (ADVI): the same w up to rounding, and the
-            # draws of g = V w computed stably beside them.
+            # From z, with the draws of g = V w computed stably beside them; a trace of w
+            # without z (PyMC's own sampler) keeps its w, and f = Phi w.
             V = _data(model, "lowrank_V")
             mean, cov, gamma, w_z, (g_mean, g_cov, g) = lowrank_conditional_moments(
                 V, _data(model, "lowrank_s"), alpha_d, beta_d, z)
