@@ -166,7 +166,7 @@ def test_log_joint_hyper_matches_dense_evidence_and_scipy(rng):
 
 
 def test_log_joint_hyper_matches_the_pymc_model(rng):
-    """The PyMC model's log density (with Jacobian) = ours + the w_std normal terms."""
+    """The PyMC model's log density (with Jacobian) = ours + the whitened weights' normal terms."""
     from rvm_ppl.model.build import build_model
 
     X, y = make_sinc(10, random_state=2)
@@ -176,7 +176,7 @@ def test_log_joint_hyper_matches_the_pymc_model(rng):
     logp = model.compile_logp(jacobian=True)
     for _ in range(3):
         la, lb, z = rng.normal(size=Phi.shape[1]), rng.normal(3.0), rng.normal(size=Phi.shape[1])
-        pm_value = logp({"alpha_log__": la, "beta_log__": lb, "w_std": z})
+        pm_value = logp({"alpha_log__": la, "beta_log__": lb, "w_whitened__": z})
         ours = log_joint_hyper(Phi, y, la[None], [lb], priors)[0] + stats.norm.logpdf(z).sum()
         assert pm_value == pytest.approx(ours, rel=1e-9)
 

@@ -65,7 +65,7 @@ def test_log_evidence_equals_pymc_marginal_model(sinc_data):
     # The density of the observed node alone: the hyperprior terms removed.
     logp = model.compile_logp(vars=[model["y"]], jacobian=False)
     value = logp({"alpha_log__": np.log(res.alpha[act]), "beta_log__": np.log(res.beta),
-                   "w_std": np.zeros(len(act))})
+                   "w_whitened__": np.zeros(len(act))})
     assert value == pytest.approx(res.log_evidence, rel=1e-8)
 
 

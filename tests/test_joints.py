@@ -213,7 +213,7 @@ def test_model_graph_and_a_changed_model_through_fit_nuts(sinc):
 
     parents = ModelGraph(build_model(Phi, y[:15])).make_compute_graph()  # model_to_graphviz's
     assert {"alpha", "beta", "w", "y", "Phi", "PhiT_Phi"} <= set(parents)
-    assert {"alpha", "beta", "w_std", "PhiT_Phi", "PhiT_y"} <= parents["w"]
+    assert {"alpha", "beta", "PhiT_Phi", "PhiT_y"} <= parents["w"]
     assert "w" in {p for node, ps in parents.items() for p in ps if node == "y"}
     # A user's own likelihood in the centred form: Student-t noise.
     with pm.Model(coords={"basis": [f"b{j}" for j in range(Phi.shape[1])]}) as custom:

@@ -52,20 +52,14 @@ def _ks_pvalues(a, b, y):
     return {k: stats.ks_2samp(sa[k], sb[k]).pvalue for k in sa}
 
 
-@pytest.mark.xfail(
-    reason="The marginal regression's w is computed from the training targets (PhiT_y), so "
-           "forward sampling of its prior draws y from w | alpha, beta, t: the prior "
-           "predictive sees the data. KS p-values against the centred form on this data set: "
-           "mean 3e-188, sd 0, correlation with y 0, first entry 3e-173 (2000 draws each).",
-    strict=True)
 def test_marginal_regression_prior_predictive_is_the_centred_one(sinc):
     """The marginal and centred regressions' prior predictives, a = b = c = 2, d = 0.02.
 
-    Fails today, by far: KS p-values 3e-188 (mean of a draw), 0 (its sd), 0
-    (its correlation with y), 3e-173 (first entry), against a Bonferroni
-    threshold of 0.0025. The marginal draws have sd 0.32 and correlation 0.96
-    with the observed y on average, the centred ones 2.4 and -0.02. It is to
-    pass once forward sampling of the marginal form draws ``w`` from its prior.
+    The marginal form observes ``t`` through its marginal likelihood, but its
+    ``w`` is drawn forward from its prior ``N(0, 1/alpha)``, as the centred
+    form's is; before it was, ``w`` was a function of the training targets and
+    these p-values were 3e-188 (mean of a draw), 0 (its sd), 0 (its correlation
+    with y) and 3e-173 (first entry).
     """
     Phi, y = sinc
     marginal = _prior_predictive(build_model(Phi, y, priors=PROPER), 1)

@@ -125,7 +125,7 @@ def test_marginal_logp_and_gradient_match_dense_mvnormal(rng):
     y = rng.normal(size=N)
     alpha, beta = rng.gamma(2.0, 1.0, M), 3.0
     model = build_model(Phi, y)
-    point = {"alpha_log__": np.log(alpha), "beta_log__": np.log(beta), "w_std": np.zeros(M)}
+    point = {"alpha_log__": np.log(alpha), "beta_log__": np.log(beta), "w_whitened__": np.zeros(M)}
     logp = model.compile_logp(vars=[model["y"]])(point)
     C = Phi @ np.diag(1 / alpha) @ Phi.T + np.eye(N) / beta
     dense = stats.multivariate_normal(np.zeros(N), C).logpdf(y)
@@ -136,13 +136,13 @@ def test_marginal_logp_and_gradient_match_dense_mvnormal(rng):
     x0 = np.r_[np.log(alpha), np.log(beta)]
     h = 1e-6
     fd = [
-        (f({"alpha_log__": (x0 + h * e)[:M], "beta_log__": (x0 + h * e)[M], "w_std": np.zeros(M)})
+        (f({"alpha_log__": (x0 + h * e)[:M], "beta_log__": (x0 + h * e)[M], "w_whitened__": np.zeros(M)})
          - f({"alpha_log__": (x0 - h * e)[:M], "beta_log__": (x0 - h * e)[M],
-              "w_std": np.zeros(M)})) / (2 * h)
+              "w_whitened__": np.zeros(M)})) / (2 * h)
         for e in np.eye(M + 1)
     ]
     np.testing.assert_allclose(grad[: M + 1], fd, rtol=1e-6, atol=1e-6)
-    np.testing.assert_array_equal(grad[M + 1:], 0.0)  # d/d w_std of N(0, 1) at 0
+    np.testing.assert_array_equal(grad[M + 1:], 0.0)  # d/dz of the whitened weights' N(0, I) at 0
 
 
 BAD_MODELS = [
@@ -212,16 +212,16 @@ def test_softplus_precisions_changes_the_scale_not_the_density():
     model = build_model(Phi, y, basis=basis)
     soft = softplus_precisions(model)
     assert {soft.rvs_to_values[rv].name for rv in soft.free_RVs} == {
-        "alpha_softplus_rate__", "beta_softplus_rate__", "w_std"}
+        "alpha_softplus_rate__", "beta_softplus_rate__", "w_whitened__"}
     b = d = 1e-6  # DEFAULT_PRIORS
     v = np.linspace(-40.0, 30.0, Phi.shape[1])  # from alpha = 4e-12 to 3e7, past the wall at 1/b
     v_beta = 2.0
     alpha, beta = np.logaddexp(0.0, v) / b, np.logaddexp(0.0, v_beta) / d
     z = np.linspace(-1.0, 1.0, Phi.shape[1])
     got = soft.compile_logp()({"alpha_softplus_rate__": v, "beta_softplus_rate__": v_beta,
-                               "w_std": z})
+                               "w_whitened__": z})
     on_log = model.compile_logp()({"alpha_log__": np.log(alpha), "beta_log__": np.log(beta),
-                                   "w_std": z})
+                                   "w_whitened__": z})
     jacobians = (np.sum(-np.logaddexp(0.0, -v) - np.log(b) - np.log(alpha))
                  - np.logaddexp(0.0, -v_beta) - np.log(d) - np.log(beta))
     assert got == pytest.approx(on_log + jacobians, rel=1e-12)
@@ -238,7 +238,7 @@ def test_softplus_precisions_changes_the_scale_not_the_density():
     assert softplus_precisions(centred) is centred
     fixed = softplus_precisions(build_model(Phi, y, basis=basis, beta=10.0))
     assert {fixed.rvs_to_values[rv].name for rv in fixed.free_RVs} == {
-        "alpha_softplus_rate__", "w_std"}
+        "alpha_softplus_rate__", "w_whitened__"}
 
 
 def _log_alpha_posterior_on_grid(Phi, y, beta, priors, u):
@@ -519,7 +519,7 @@ def test_weights_drawn_outside_the_trace_are_the_exact_conditional_draws():
         L = linalg.cholesky(H, lower=True)
         np.testing.assert_allclose(L.T @ (w[idx] - mu), z[idx], atol=1e-8)
     model = build_model(Phi, y)
-    assert _trace_var_names(model, model.rvm_spec) == ["alpha", "beta", "w_std"]
+    assert _trace_var_names(model, model.rvm_spec) == ["alpha", "beta", "w_whitened__"]
     # Models where w is sampled (or the likelihood is not Gaussian) keep every variable.
     centred = build_model(Phi, y, parameterization="centered")
     assert _trace_var_names(centred, centred.rvm_spec) is None

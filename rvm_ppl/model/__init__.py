@@ -2,8 +2,10 @@
 
 :mod:`~rvm_ppl.model.build` declares the model (Gaussian, Bernoulli; categorical in
 :mod:`~rvm_ppl.model.categorical`); :mod:`~rvm_ppl.model.marginal` holds the marginal
-likelihood ops (w integrated out), :mod:`~rvm_ppl.model.transforms` the sampling scales and
-:mod:`~rvm_ppl.model.trtri` a LAPACK triangular inverse as a PyTensor op. No inference here.
+likelihood ops (w integrated out), :mod:`~rvm_ppl.model.conditional` the marginal
+regression's weights (prior draws, conditional density, whitened scale),
+:mod:`~rvm_ppl.model.transforms` the sampling scales and :mod:`~rvm_ppl.model.trtri` a
+LAPACK triangular inverse as a PyTensor op. No inference here.
 """
 
 from rvm_ppl.model.build import (

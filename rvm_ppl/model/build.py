@@ -19,10 +19,13 @@ Three parameterisations describe the same joint distribution:
     One level of the hierarchy integrated out in closed form, the other
     drawn exactly afterwards: the geometry NUTS and ADVI handle best.
 
-    *Regression*: ``w`` integrated out,
-    ``t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping 2001, eq. 15);
-    ``w`` is a deterministic function of ``(alpha, beta)`` and a standard
-    normal ``w_std``, an exact draw from its Gaussian conditional (eqs. 12-13).
+    *Regression*: ``t`` observed through its marginal likelihood, ``w``
+    integrated out, ``t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T)`` (Tipping
+    2001, eq. 15); ``w`` is a random variable whose density is its Gaussian
+    conditional ``N(mu, Sigma)`` given ``(alpha, beta, t)`` (eqs. 12-13),
+    sampled on its whitened scale, where that density is ``N(0, I)``
+    (:mod:`rvm_ppl.model.conditional`). ``p(alpha) p(beta) p(t | alpha,
+    beta) p(w | alpha, beta, t)`` is the centred model's joint density.
     The likelihood is evaluated in the M x M form with an analytic gradient
     (:func:`_marginal_loglike`), not as an N x N ``MvNormal``; when ``Phi``
     has a low numerical rank ``k`` (smooth kernels on few inputs), in an
@@ -44,15 +47,18 @@ Three parameterisations describe the same joint distribution:
 
 Forward sampling
 ----------------
-The densities are those of one joint distribution; PyMC's forward sampling
-follows the graph instead. In the marginal regression ``w`` is computed from
-the training targets (``PhiT_y``), so ``pm.sample_prior_predictive`` draws
-``y`` from ``w | alpha, beta, t`` at prior draws of ``(alpha, beta)``: a
-predictive that has seen the data, not the prior predictive; the centred and
-non-centred forms give the prior predictive. ``pm.sample_posterior_predictive``
-is right in every form. With a vague hyperprior (``a = 1e-6``) the draws of
-``alpha`` underflow to 0 and the marginal regression's prior-predictive draws
-warn (:class:`PriorUnderflowWarning`).
+PyMC's forward sampling follows the graph, ``alpha, beta -> w -> y``, and
+every form draws from the same joint distribution: in the marginal
+regression the random draws of ``w`` are its prior ``N(0, 1/alpha)`` (eq. 5)
+although its density is its conditional given the training targets, and
+those of ``y`` are ``Phi w + noise`` (eq. 3), so ``pm.sample_prior_predictive``
+draws the prior predictive, as the centred and non-centred forms do.
+``pm.sample_posterior_predictive`` draws ``y`` given the posterior's ``w`` and
+``beta`` in every form (the package's InferenceData keeps the training
+statistics ``w`` depends on in ``constant_data``, so that PyMC takes ``w``
+from the posterior after ``pm.set_data``). With a vague hyperprior
+(``a = 1e-6``) the draws of ``alpha`` underflow to 0 and the marginal
+regression's prior-predictive draws warn (:class:`PriorUnderflowWarning`).
 
 Hyperpriors of the classifier and of counts
 -------------------------------------------
@@ -117,13 +123,14 @@ from rvm_ppl.core.priors import (  # noqa: F401
     resolve_priors,
     scale_priors,
 )
-from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
-from rvm_ppl.model.marginal import (
-    low_rank_factor,
-    lowrank_conditional_weights,
-    lowrank_marginal_loglike,
-    use_low_rank,
+from rvm_ppl.model.conditional import (
+    conditional_logp,
+    conditional_mean,
+    prior_random,
+    whitened_class,
 )
+from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
+from rvm_ppl.model.marginal import low_rank_factor, lowrank_marginal_loglike, use_low_rank
 from rvm_ppl.model.transforms import rotation_class, scaled_asinh_class
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
@@ -234,7 +241,9 @@ def build_model(
     sufficient statistics ``Phi^T Phi`` and ``Phi^T t`` are data of their
     own (``"PhiT_Phi"``, ``"PhiT_y"``) in the marginal regression: new rows
     of ``Phi`` leave the fit alone; to fit new training data, build a new
-    model.
+    model. PyMC takes ``w`` from the posterior only if the InferenceData's
+    ``constant_data`` holds the statistics ``w`` depends on (``pm.sample``'s
+    and the package's do); otherwise it draws ``w`` again, from its prior.
 
     Parameters
     ----------
@@ -290,9 +299,9 @@ def build_model(
         of ``1e-12`` of its largest column norm, and its rank passes the flop
         rule of :func:`rvm_ppl.model.marginal.use_low_rank`; ``True``: whenever
         the factor exists (ValueError otherwise); ``False``: never. The
-        model's density is the same either way; the weights drawn from the
-        same ``w_std`` differ (each is an exact draw of ``w | alpha, beta,
-        t``). Beyond speed, the low-rank form stays exact where the posterior
+        model's density is the same either way; the weights at the same
+        whitened coordinates differ (the two forms whiten with different
+        square roots of ``Sigma``). Beyond speed, the low-rank form stays exact where the posterior
         puts many ``alpha_m`` of near-collinear columns near zero at once
         (a smooth kernel on many points), where ``beta Phi^T Phi + A`` of
         the M x M form is too ill-conditioned for its gradient and NUTS
@@ -310,8 +319,9 @@ def build_model(
         With coords ``basis``, data ``Phi`` and ``y_obs``, free
         variables ``alpha`` (dims ``basis``; except in the marginal
         classifier) and ``beta`` (regression) unless fixed, ``w`` (dims
-        ``basis``; free, or deterministic in the non-centred form and the
-        marginal regression), the observed ``y`` (as many rows as ``Phi``), and the
+        ``basis``; free, or deterministic in the non-centred form; in the
+        marginal regression free, on the whitened scale ``w_whitened__``),
+        the observed ``y`` (as many rows as ``Phi``), and the
         attribute ``rvm_spec`` (:class:`ModelSpec`). ``"categorical"``: coords
         ``obs``, ``basis`` and ``class``, ``w`` with dims ``("class", "basis")``
         (free, or deterministic from ``w_basis`` with shared ``alpha``), no
@@ -324,11 +334,11 @@ def build_model(
     >>> Phi = np.column_stack([np.ones(5), np.arange(5.0)])
     >>> model = build_model(Phi, np.array([0.1, 1.2, 1.9, 3.1, 4.0]))
     >>> sorted(v.name for v in model.free_RVs)
-    ['alpha', 'beta', 'w_std']
+    ['alpha', 'beta', 'w']
     >>> with model:
     ...     pm.set_data({"Phi": Phi[:2]})
     >>> model["y"].eval({model["alpha"]: np.ones(2), model["beta"]: 1.0,
-    ...                  model["w_std"]: np.zeros(2)}).shape
+    ...                  model["w"]: np.zeros(2)}).shape
     (2,)
     """
     import pymc as pm
@@ -423,7 +433,7 @@ def build_model(
                 d_d = pm.Data("beta_rate", float(p["d"]))
                 beta_v = pm.Gamma("beta", alpha=p["c"], beta=d_d)  # §2.1, noise precision
             else:
-                beta_v = pt.as_tensor_variable(float(beta))
+                beta_v = pt.as_tensor_variable(np.float64(beta))  # float64, as its ops take
 
         if parameterization == "marginal":
             # Tipping (2001) eq. (15): t ~ N(0, beta^{-1} I + Phi A^{-1} Phi^T),
@@ -433,21 +443,31 @@ def build_model(
             PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
             Pty = pm.Data("PhiT_y", Phi.T @ y)
             factor = _marginal_factor(Phi, low_rank)
-            # w | alpha, beta, t ~ N(mu, Sigma) (eqs. 12-13), drawn exactly:
-            # w = mu + R z with R R^T = Sigma and z ~ N(0, I), which is
-            # independent of (alpha, beta) in the posterior; R = L^{-T} with
-            # L L^T = Sigma^{-1}, or its low-rank counterpart.
-            z = pm.Normal("w_std", 0.0, 1.0, dims="basis")
             if factor is None:
-                extra, logp = (), _dense_logp(_marginal_loglike())
-                w_value = _conditional_weights(alpha_v, beta_v, PtP, Pty, z)
+                form, extra, logp = "dense", (), _dense_logp(_marginal_loglike())
+                w_data = (PtP, Pty)
             else:
                 Q, V = factor
+                form = "lowrank"
                 extra = (pm.Data("lowrank_Q", Q), pm.Data("lowrank_V", V))
                 logp = _lowrank_logp(lowrank_marginal_loglike())
-                s_d = pm.Data("lowrank_s", Q.T @ y)
-                w_value = lowrank_conditional_weights(alpha_v, beta_v, extra[1], s_d, z)
-            w = pm.Deterministic("w", w_value, dims="basis")
+                w_data = (extra[1], pm.Data("lowrank_s", Q.T @ y))
+            # w: drawn from its prior N(0, A^{-1}) (eq. 5) when sampling forward, scored by
+            # its conditional N(mu, Sigma) given alpha, beta and t (eqs. 12-13), and sampled
+            # on the whitened scale z = R^{-1} (w - mu), whose density is N(0, I): see
+            # rvm_ppl.model.conditional.
+            w = pm.CustomDist(
+                "w",
+                alpha_v,
+                beta_v,
+                *w_data,
+                logp=conditional_logp(form),
+                random=prior_random,
+                support_point=conditional_mean(form),
+                signature="(m),(),(m,m),(m)->(m)" if form == "dense" else "(m),(),(k,m),(k)->(m)",
+                transform=whitened_class()(form),
+                dims="basis",
+            )
             pm.CustomDist(
                 "y",
                 w,
@@ -579,20 +599,6 @@ def _lowrank_logp(marginal):
         return marginal(value, alpha, beta, Q, V)
 
     return logp
-
-
-def _conditional_weights(alpha, beta, PtP, Pty, z):
-    """``mu + L^{-T} z``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
-
-    ``L L^T = beta Phi^T Phi + A = Sigma^{-1}`` (Tipping 2001, eq. 12) and
-    ``mu = beta Sigma Phi^T t`` (eq. 13); ``L^{-T} z`` has covariance Sigma.
-    """
-    import pytensor.tensor as pt
-    from pytensor.tensor.slinalg import solve_triangular
-
-    L = pt.linalg.cholesky(beta * PtP + pt.diag(alpha), lower=True)
-    v = solve_triangular(L, beta * Pty, lower=True)
-    return solve_triangular(L.T, v + z, lower=False)
 
 
 class PriorUnderflowWarning(UserWarning):

@@ -310,6 +310,15 @@ def lowrank_marginal_loglike():
     return marginal
 
 
+def lowrank_svd(alpha, beta, V):
+    """``(A^{-1/2}, U, d, W^T)`` of the thin SVD ``B = beta^{1/2} V A^{-1/2} = U diag(d) W^T``."""
+    import pytensor.tensor as pt
+
+    a_isqrt = 1.0 / pt.sqrt(alpha)
+    U, d, Wt = pt.linalg.svd(pt.sqrt(beta) * V * a_isqrt[None, :], full_matrices=False)
+    return a_isqrt, U, d, Wt
+
+
 def lowrank_conditional_weights(alpha, beta, V, s, z):
     """``w = mu + R z``, ``R R^T = Sigma``: an exact draw of ``w | alpha, beta, t`` given ``z ~ N(0, I)``.
 
@@ -329,9 +338,7 @@ def lowrank_conditional_weights(alpha, beta, V, s, z):
     """
     import pytensor.tensor as pt
 
-    a_isqrt = 1.0 / pt.sqrt(alpha)
-    B = pt.sqrt(beta) * V * a_isqrt[None, :]
-    U, d, Wt = pt.linalg.svd(B, full_matrices=False)
+    a_isqrt, U, d, Wt = lowrank_svd(alpha, beta, V)
     mean_part = Wt.T @ (d / (1.0 + d**2) * (U.T @ s))
     root_z = z + Wt.T @ ((1.0 / pt.sqrt(1.0 + d**2) - 1.0) * (Wt @ z))
     return a_isqrt * (pt.sqrt(beta) * mean_part + root_z)

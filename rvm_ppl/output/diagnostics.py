@@ -578,13 +578,13 @@ def _q_vb(fit, rng, S, keep):
 def _q_advi(fit, rng, S, keep):
     """Draws of ``(log alpha, log beta)`` from ADVI's mean-field Gaussian and their log density.
 
-    ADVI's Gaussian also has a factor for ``w_std``, but in the marginal
-    model the likelihood does not depend on it: its exact posterior is
-    ``N(0, I)`` independently of ``theta``, and ``w`` is a deterministic
-    function of both. With a factorised ``q`` the importance ratio of the
-    joint is the ratio for ``theta`` times ``N(w_std | 0, I) / q(w_std)``;
-    integrating ``w_std`` out of both leaves the ratio for ``theta`` exactly,
-    which is what judges the hyperparameter posterior.
+    ADVI's Gaussian also has a factor for the whitened weights ``z``
+    (``w = mu + R z``), but in the marginal model their exact posterior is
+    ``N(0, I)`` independently of ``theta`` (:mod:`rvm_ppl.model.conditional`).
+    With a factorised ``q`` the importance ratio of the joint is the ratio
+    for ``theta`` times ``N(z | 0, I) / q(z)``; integrating ``z`` out of both
+    leaves the ratio for ``theta`` exactly, which is what judges the
+    hyperparameter posterior.
     """
     from scipy import stats
 
@@ -725,7 +725,7 @@ def pareto_khat(fit, *, Phi=None, y=None, priors=None, bases="all", n_draws=4000
     integrated out (:func:`log_joint_hyper`). ``q`` is vb's
     ``Q(alpha) Q(beta)`` (Gamma factors, moved to log space) over every
     candidate basis, pruned ones included; or ADVI's mean-field Gaussian on
-    ``(log alpha, log beta)`` (its ``w_std`` factor drops out exactly; see
+    ``(log alpha, log beta)`` (its factor of the whitened weights drops out exactly; see
     :func:`_q_advi`).
 
     Classification (binary RVC): over ``w``, with ``alpha`` integrated out

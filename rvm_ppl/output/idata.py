@@ -374,7 +374,8 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
     extra_groups : dict, optional
         Further groups, ``name -> xarray.Dataset``, added as they are.
     constants : dict, optional
-        Scalars stored in ``constant_data`` (``name -> value``).
+        Values stored in ``constant_data`` (``name -> value``; an array's dims
+        are ``name_dim_0``, ...).
     priors : dict or False, optional
         The hyperprior ``a, b`` (and ``c, d`` for regression) the fit used,
         in the units of ``y``, for the ``prior`` and ``log_prior`` groups;
@@ -587,7 +588,8 @@ def _constant_data(X, obs, constants, offset=None):
     if offset is not None:
         data["offset"] = (("obs",), np.asarray(offset, dtype=float))
         coords["obs"] = obs
-    data.update({name: ((), np.asarray(value)) for name, value in (constants or {}).items()})
+    data.update({name: (tuple(f"{name}_dim_{i}" for i in range(np.ndim(value))), np.asarray(value))
+                 for name, value in (constants or {}).items()})
     return {"constant_data": xr.Dataset(data, coords=coords)} if data else {}
 
 

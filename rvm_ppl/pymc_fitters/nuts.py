@@ -44,6 +44,7 @@ from rvm_ppl.pymc_fitters.results import (
     _seeds,
     _trace_var_names,
     softplus_precisions,
+    whitened_weights,
 )
 
 NUTS_SAMPLERS = ("nutpie", "pymc", "numpyro", "blackjax")
@@ -215,6 +216,9 @@ def nuts_result(
     elif nuts_sampler == "nutpie":  # pm.sample does not pass cores on to nutpie
         kwargs["nuts_sampler_kwargs"] = {"cores": cores, **NUTPIE_KWARGS}
     var_names = _trace_var_names(model, spec)
+    if var_names is not None and nuts_sampler == "pymc":
+        # PyMC's own sampler traces random variables, not value variables: w, not its z.
+        var_names = ["w" if name == whitened_weights(model) else name for name in var_names]
     if var_names is not None and nuts_sampler in ("pymc", "nutpie"):
         kwargs["var_names"] = var_names
     if "nuts_sampler_kwargs" in pm_kwargs:

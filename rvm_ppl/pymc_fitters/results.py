@@ -8,10 +8,12 @@ InferenceData layout (:func:`rvm_ppl.output.idata.to_idata`).
 
 Parameterisation
 ----------------
-Regression defaults to the ``"marginal"`` form: ``w`` integrated out
-(Tipping 2001, eq. 15), ``(alpha, beta)`` sampled or fitted together with a
-standard normal ``w_std``, and ``w = mu + L^{-T} w_std`` an exact draw from
-its Gaussian conditional ``N(mu, Sigma)`` (eqs. 12-13) at every draw. Classification defaults to its
+Regression defaults to the ``"marginal"`` form: ``t`` observed through its
+marginal likelihood (Tipping 2001, eq. 15), ``(alpha, beta)`` sampled or
+fitted together with the weights on their whitened scale ``z``, standard
+normal in the posterior, and ``w = mu + L^{-T} z`` an exact draw from its
+Gaussian conditional ``N(mu, Sigma)`` (eqs. 12-13) at every draw
+(:mod:`rvm_ppl.model.conditional`). Classification defaults to its
 own ``"marginal"`` form: ``alpha`` integrated out (Student-t weights,
 Tipping 2001, eq. 32, sampled on an asinh scale), and ``alpha`` drawn
 afterwards from ``Gamma(a + 1/2, b + w^2 / 2)`` for every draw of ``w``;
@@ -177,18 +179,36 @@ def _compilation():
         yield
 
 
-def _trace_var_names(model, spec):
-    """What PyMC's trace stores: without the marginal regression's ``w``, else None (all).
+def whitened_weights(model):
+    """The trace name of the marginal regression's whitened weights ``z``, or None.
 
-    ``w`` is a deterministic function of ``(alpha, beta, w_std)``; storing it
-    makes PyMC compile one more function (a Cholesky factor and two
-    triangular solves; Defaults and why, "First fits"). :func:`_result` draws
-    it from the factor it computes anyway.
+    In the marginal regression ``w`` is sampled on the scale ``z = R^{-1}
+    (w - mu)`` of its conditional ``N(mu, Sigma)`` (the ``Whitened``
+    transform of :mod:`rvm_ppl.model.conditional`); this is the name of its
+    value variable (``"w_whitened__"``). None for any other model.
     """
-    if spec.likelihood != "gaussian" or not {"w_std", "PhiT_Phi"} <= set(model.named_vars):
+    from rvm_ppl.model.conditional import whitened_class
+
+    w = model.named_vars.get("w")
+    if w is None or w not in model.free_RVs or \
+            not isinstance(model.rvs_to_transforms.get(w), whitened_class()):
         return None
-    return [rv.name for rv in model.free_RVs] + \
-        [d.name for d in model.deterministics if d.name != "w"]
+    return model.rvs_to_values[w].name
+
+
+def _trace_var_names(model, spec):
+    """What PyMC's trace stores: the marginal regression's ``z`` instead of ``w``, else None (all).
+
+    ``w`` is a function of ``(alpha, beta, z)`` (``w = mu + R z``); storing
+    it makes the compiled trace function factor ``Sigma^{-1}`` once more per
+    draw (a Cholesky factor and two triangular solves; Defaults and why,
+    "First fits"). :func:`_result` draws it from the factor it computes anyway.
+    """
+    z_name = whitened_weights(model)
+    if spec.likelihood != "gaussian" or z_name is None or "PhiT_Phi" not in model.named_vars:
+        return None
+    return [rv.name for rv in model.free_RVs if rv.name != "w"] + [z_name] + \
+        [d.name for d in model.deterministics]
 
 
 def _data(model, name):
@@ -352,12 +372,12 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
                                     sample_stats=sample_stats)
     Phi = _data(model, "Phi")
     # The marginal regression's w may be left out of the trace (_trace_var_names)
-    # and drawn here from w_std.
-    w_var = post["w"] if "w" in post else post["w_std"]
-    basis = [str(b) for b in w_var["basis"].values] if "basis" in w_var.coords else \
-        [f"phi_{m}" for m in range(Phi.shape[1])]
+    # and drawn here from its whitened coordinates z.
+    z_name = whitened_weights(model)
+    z = np.asarray(post[z_name].values, dtype=float) if z_name in post else None
     w = np.asarray(post["w"].values, dtype=float) if "w" in post else None
-    n_chain, n_draw, M = w_var.shape
+    n_chain, n_draw, M = (w if w is not None else z).shape
+    basis = _basis_labels(model, post, M)
     if "alpha" in post:
         alpha_d = np.asarray(post["alpha"].values, dtype=float)
     elif spec.parameterization == "marginal" and spec.likelihood in ("bernoulli", "poisson"):
@@ -372,17 +392,17 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
     latent = None
     if gaussian and "PhiT_Phi" in model.named_vars:
         if "lowrank_V" in model.named_vars:  # the low-rank form's own draws of w (same law)
-            # From w_std also where w was traced (ADVI): the same w up to rounding, and the
-            # draws of g = V w computed stably beside them.
+            # From z, with the draws of g = V w computed stably beside them; a trace of w
+            # without z (PyMC's own sampler) keeps its w, and f = Phi w.
             V = _data(model, "lowrank_V")
-            mean, cov, gamma, w, (g_mean, g_cov, g) = lowrank_conditional_moments(
-                V, _data(model, "lowrank_s"), alpha_d, beta_d,
-                np.asarray(post["w_std"].values, dtype=float))
+            mean, cov, gamma, w_z, (g_mean, g_cov, g) = lowrank_conditional_moments(
+                V, _data(model, "lowrank_s"), alpha_d, beta_d, z)
+            w = w_z if w_z is not None else w
             latent = {"V_pinv": lowrank_latent(V), "mean": g_mean, "cov": g_cov, "draws": g}
         else:
-            z = None if w is not None else np.asarray(post["w_std"].values, dtype=float)
             mean, cov, gamma, w_z = _conditional_moments(
-                _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d, z)
+                _data(model, "PhiT_Phi"), _data(model, "PhiT_y"), alpha_d, beta_d,
+                None if w is not None else z)
             w = w if w is not None else w_z
     else:
         offset = _data(model, "offset") if "offset" in model.named_vars else None
@@ -412,6 +432,15 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
     )
 
 
+def _basis_labels(model, post, M):
+    """Labels of the ``M`` basis functions: the posterior's or the model's coordinate ``basis``."""
+    if "w" in post and "basis" in post["w"].coords:
+        return [str(b) for b in post["w"]["basis"].values]
+    if "basis" in model.named_vars_to_dims.get("w", ()) and model.coords.get("basis") is not None:
+        return [str(b) for b in model.coords["basis"]]
+    return [f"phi_{m}" for m in range(M)]
+
+
 def _labelled(result):
     """``(value, label)`` for every entry of an ArviZ diagnostics Dataset."""
     for name, da in result.data_vars.items():
@@ -437,7 +466,8 @@ def _checked_draws(model, spec, post, result):
         checked["log_alpha"] = np.log(result.draws["alpha"])
     if "beta" in post:
         checked["log_beta"] = np.log(result.draws["beta"])
-    if "w" in [v.name for v in model.free_RVs] or not checked:
+    sampled_w = "w" in [v.name for v in model.free_RVs] and whitened_weights(model) is None
+    if sampled_w or not checked:
         checked["w"] = result.draws["w"]
     return checked, result.basis
 
@@ -463,6 +493,12 @@ def _model_idata(model, result, random_state):
         )
     # The model's scalar data (the hyperprior's rates), as pm.sample stores them.
     constants = {v.name: v.get_value() for v in model.data_vars if np.ndim(v.get_value()) == 0}
+    if whitened_weights(model) is not None:
+        # The training statistics the marginal regression's w is conditioned on: with their
+        # values in constant_data, pm.sample_posterior_predictive after pm.set_data takes w
+        # from the posterior instead of drawing it again (from its prior).
+        constants.update({v.name: v.get_value() for v in model["w"].owner.inputs
+                          if v in model.data_vars})
     priors = _model_priors(model, result, constants)
     if isinstance(result, list):  # categorical: one result per class, all on every basis
         classes = json.loads(result[0].stats["classes"])
