@@ -130,7 +130,8 @@ def member_gains(S, Q, alpha):
 
 # -- the gains under Gamma hyperpriors (Tipping 2001, Appendix A) ----------------------
 
-BISECTIONS = 80  # bisection steps in log(alpha / s): 2^-80 of a <= 1e3-nat bracket
+ROOT_STEPS = 200  # at most: Newton converges in a few; each bisection halves the bracket
+ROOT_TOL = 4e-16  # a root is found when a step moves log x by at most about two ulp
 
 
 def pick(c, x, y):
@@ -166,18 +167,34 @@ def cubic(x, c3, c2, c1, c0):
     return ((c3 * x + c2) * x + c1) * x + c0
 
 
-def bisect_root(lo, hi, c3, c2, c1, c0):
+def falling_root(lo, hi, c3, c2, c1, c0):
     """Return the root of :func:`cubic` in ``[lo, hi]`` where it falls through zero.
 
-    ``BISECTIONS`` bisection steps in ``log x``. Element-wise.
+    ``cubic(lo) > 0 > cubic(hi)``. Newton's method in ``u = log x``, kept in
+    the bracket: a step that would leave it is a bisection instead, and
+    each evaluation narrows the bracket. An element stops when its step
+    moves ``u`` by at most ``ROOT_TOL (1 + |u|)``, and is not moved again,
+    so an element's root does not depend on the others'. Element-wise.
     """
     lo, hi = np.log(lo), np.log(hi)
-    for _ in range(BISECTIONS):
-        mid = 0.5 * (lo + hi)
-        up = cubic(np.exp(mid), c3, c2, c1, c0) > 0
-        lo = pick(up, mid, lo)
-        hi = pick(up, hi, mid)
-    return np.exp(0.5 * (lo + hi))
+    u = 0.5 * (lo + hi)
+    done = u != u  # all False, of u's shape
+    for _ in range(ROOT_STEPS):
+        x = np.exp(u)
+        f = cubic(x, c3, c2, c1, c0)
+        up = f > 0
+        lo = pick(up, u, lo)
+        hi = pick(up, hi, u)
+        df = ((3.0 * c3 * x + 2.0 * c2) * x + c1) * x  # d cubic / d log x
+        newton = u - f / pick(df != 0.0, df, 1.0)
+        inside = (df != 0.0) & (newton > lo) & (newton < hi)
+        step = pick(inside, newton, 0.5 * (lo + hi))
+        stop = np.abs(step - u) <= ROOT_TOL * (1.0 + np.abs(u))
+        u = pick(done, u, step)
+        done = done | stop
+        if np.all(done):
+            break
+    return np.exp(u)
 
 
 def penalised_x_value(x, r, s, a, bs):
@@ -196,9 +213,9 @@ def penalised_alpha(s, q2, a, b):
     with ``x = alpha / s`` the stationary points are the roots of a cubic
     ``P``; the maximum is a root where ``P`` changes sign from ``+`` to
     ``-``, one in ``(0, x1)`` and one beyond ``max(x2, 0)`` (``x1 < x2``
-    the roots of ``P'``), each bracketed and bisected; where both exist the
+    the roots of ``P'``), each bracketed and found (:func:`falling_root`); where both exist the
     larger value wins. ``s > 0``, ``q2 = q^2``. Element-wise: scalars or
-    arrays (a root that does not exist costs no bisection on scalars).
+    arrays (a root that does not exist costs nothing on scalars).
 
     Returns
     -------
@@ -229,12 +246,12 @@ def penalised_alpha(s, q2, a, b):
     v_best = s * 0.0 - _INF
     if np.any(low):
         lo = np.minimum(x_lo, x1)
-        x = bisect_root(pick(low, lo, 1.0), pick(low, x1, 2.0), c3, c2, c1, c0)
+        x = falling_root(pick(low, lo, 1.0), pick(low, x1, 2.0), c3, c2, c1, c0)
         v_best = pick(low, penalised_x_value(x, r, s, a, bs), -_INF)
         x_best = pick(low, x, x_best)
     if np.any(high):
         lo = pick(start_high > 0, start_high, x_lo)
-        x = bisect_root(pick(high, lo, 1.0), pick(high, np.maximum(x_hi, 2.0 * lo), 2.0),
+        x = falling_root(pick(high, lo, 1.0), pick(high, np.maximum(x_hi, 2.0 * lo), 2.0),
                         c3, c2, c1, c0)
         v = pick(high, penalised_x_value(x, r, s, a, bs), -_INF)
         better = v > v_best
@@ -589,7 +606,7 @@ def climb(model, max_iter, tol, alignment_max, blocker, counts):
 
 _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
            "delete_gain", "member_gains", "gamma_log_prior", "gamma_log_prior_terms", "cubic",
-           "bisect_root", "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain",
+           "falling_root", "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain",
            "prefer", "noise_due", "block_aligned", "release", "reblock", "release_refused")
 _LOOP = ("unblock", "climb")  # what calls ``ops``
 

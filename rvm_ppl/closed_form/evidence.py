@@ -352,7 +352,7 @@ def alpha_maximiser(s, q, a=0.0, b=0.0):
     falls after ``x2``; so there are at most two such roots, one in
     ``(0, x1)`` (when ``x1 > 0`` and ``P(x1) < 0``) and one beyond
     ``max(x2, 0)`` (when ``P`` is positive there). Each is bracketed and
-    found by bisection in ``log x``; where both exist the larger ``l`` wins.
+    found by Newton's method in ``log x``, kept in its bracket; where both exist the larger ``l`` wins.
 
     Parameters
     ----------
