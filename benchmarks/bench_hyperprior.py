@@ -47,8 +47,8 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import (add_results_argument, heading, print_table, record_data,  # noqa: E402
-                     record_note, results_name, results_recorder, write_results)
+from _common import (add_results_argument, current_recorder, heading, print_table,  # noqa: E402
+                     record_data, record_note, results_name, results_recorder, write_results)
 
 METHODS = ("evidence", "vb", "advi", "nuts")
 # The grid on alpha, (shape a, rate b) in the estimators' units, vaguest first:
@@ -201,7 +201,7 @@ def tables(runs, name):
             continue
         kept = [r for r in nuts if r["divergences"] == 0]
         if not kept:
-            rows.append([prior_label(prior), f"0 of {len(nuts)}", *["–"] * (5 + len(score))])
+            rows.append([prior_label(prior), f"0 of {len(nuts)}", *["–"] * (8 + len(score))])
             continue
         n_rel = sum(r["n_relevant"] for r in kept)
         share = sum(r["relevant_data_driven"] for r in kept) / n_rel if n_rel else float("nan")
@@ -209,12 +209,12 @@ def tables(runs, name):
               [f"{100 * np.mean([r['error'] for r in kept]):.1f}%", _mean(kept, "log_loss", "{:.3f}")])
         rows.append([prior_label(prior), f"{len(kept)} of {len(nuts)}",
                      _mean(kept, "sum_gamma", "{:.1f}"), _mean(kept, "n_relevant", "{:.1f}"),
+                     *(_mean(kept, v, "{:.1f}") for v in VERDICT_NAMES),
                      "–" if np.isnan(share) else f"{100 * share:.0f}%",
-                     _mean(kept, "undetermined", "{:.1f}"),
                      f"{max(r['max_rhat_log_alpha'] for r in kept):.3f}", *sc])
     heading(CHOICE_TITLES[name], before="\n")
     print_table(["hyperprior on alpha", "runs kept", "sum E[gamma]", "E[gamma] > 1/2",
-                 "data-driven share of E[gamma] > 1/2", "undetermined", "max r-hat log alpha",
+                 *VERDICT_NAMES, "data-driven share of E[gamma] > 1/2", "max r-hat log alpha",
                  *score], rows)
 
 
@@ -241,16 +241,21 @@ def main(argv=None):
         import json
 
         with open(args.source) as f:
-            runs = json.load(f)["data"]["runs"]
+            source = json.load(f)
+        runs = source["data"]["runs"]
+        current_recorder().adopt(source)  # the run's date, machine, versions and command
         record_data("runs", runs)
-        record_note(f"Tables made from the runs of {os.path.basename(args.source)}; the machine, "
-                    "date and versions above are those of this remaking, the run's are in that file.")
+        for note in source["notes"]:
+            if note not in args.note:
+                record_note(note)
+        record_note("The tables were made from the runs in data by bench_hyperprior.py --from, "
+                    "after the run; date, machine, versions and command are the run's.")
         args.data = [name for name in DATA if any(r["data"] == name for r in runs)]
     else:
         runs = _fit_all(args)
+        _notes()
     for name in args.data:
         tables(runs, name)
-    _notes()
     write_results(args.out)
 
 
