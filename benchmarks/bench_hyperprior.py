@@ -1,6 +1,6 @@
 """Is the full RVM posterior sparse, and under which hyperprior on alpha?
 
-    python benchmarks/bench_hyperprior.py                       # the study: 2 data sets x 6 priors x 5
+    python benchmarks/bench_hyperprior.py           # the study: 2 data sets x 6 priors x 5 seeds
     python benchmarks/bench_hyperprior.py --seeds 0 --priors 1e-06 3,2 --draws 100   # a quick look
 
 Every hyperprior ``Gamma(a, b)`` on each ``alpha_m`` of :data:`PRIORS` is fitted by
@@ -47,8 +47,17 @@ import time  # noqa: E402
 import warnings  # noqa: E402
 
 import numpy as np  # noqa: E402
-from _common import (add_results_argument, current_recorder, heading, print_table,  # noqa: E402
-                     record_data, record_note, results_name, results_recorder, write_results)
+from _common import (  # noqa: E402
+    add_results_argument,
+    current_recorder,
+    heading,
+    print_table,
+    record_data,
+    record_note,
+    results_name,
+    results_recorder,
+    write_results,
+)
 
 METHODS = ("evidence", "vb", "advi", "nuts")
 # The grid on alpha, (shape a, rate b) in the estimators' units, vaguest first:
@@ -142,17 +151,20 @@ def _mean(runs, key, fmt):
     return fmt.format(np.mean(values)) if values else "–"
 
 
+def _scores(runs, name):
+    """The mean test scores of ``runs``: RMS (sinc); error and log loss (Ripley)."""
+    if name == "sinc":
+        return [_mean(runs, "rms", "{:.4f}")]
+    return [f"{100 * np.mean([r['error'] for r in runs]):.1f}%", _mean(runs, "log_loss", "{:.3f}")]
+
+
 def _cells(runs, name):
     """The table cells of one (data set, hyperprior, method) from its runs."""
     verdicts = runs[0]["has_verdicts"]
     cells = [len(runs), _mean(runs, "sum_gamma", "{:.1f}"), _mean(runs, "n_relevant", "{:.1f}")]
     cells += [_mean(runs, v, "{:.1f}") if verdicts else "n/a" for v in VERDICT_NAMES]
     cells.append(_mean(runs, "relevant_data_driven", "{:.1f}") if verdicts else "n/a")
-    if name == "sinc":
-        cells.append(_mean(runs, "rms", "{:.4f}"))
-    else:
-        cells += [f"{100 * np.mean([r['error'] for r in runs]):.1f}%",
-                  _mean(runs, "log_loss", "{:.3f}")]
+    cells += _scores(runs, name)
     if runs[0]["method"] == "nuts":
         div = [r["divergences"] for r in runs]
         cells += [sum(d > 0 for d in div), sum(div),
@@ -171,7 +183,8 @@ def _header(name):
 
 
 TITLES = {
-    "sinc": "Noisy sinc, N = 100, RBF r = 3: the hyperprior on alpha against each method's sparsity",
+    "sinc": ("Noisy sinc, N = 100, RBF r = 3: the hyperprior on alpha against each method's "
+             "sparsity"),
     "ripley": ("Ripley, 100 training points, RBF r = 0.5: the hyperprior on alpha against each "
                "method's sparsity"),
 }
@@ -205,13 +218,11 @@ def tables(runs, name):
             continue
         n_rel = sum(r["n_relevant"] for r in kept)
         share = sum(r["relevant_data_driven"] for r in kept) / n_rel if n_rel else float("nan")
-        sc = ([_mean(kept, "rms", "{:.4f}")] if name == "sinc" else
-              [f"{100 * np.mean([r['error'] for r in kept]):.1f}%", _mean(kept, "log_loss", "{:.3f}")])
         rows.append([prior_label(prior), f"{len(kept)} of {len(nuts)}",
                      _mean(kept, "sum_gamma", "{:.1f}"), _mean(kept, "n_relevant", "{:.1f}"),
                      *(_mean(kept, v, "{:.1f}") for v in VERDICT_NAMES),
                      "–" if np.isnan(share) else f"{100 * share:.0f}%",
-                     f"{max(r['max_rhat_log_alpha'] for r in kept):.3f}", *sc])
+                     f"{max(r['max_rhat_log_alpha'] for r in kept):.3f}", *_scores(kept, name)])
     heading(CHOICE_TITLES[name], before="\n")
     print_table(["hyperprior on alpha", "runs kept", "sum E[gamma]", "E[gamma] > 1/2",
                  *VERDICT_NAMES, "data-driven share of E[gamma] > 1/2", "max r-hat log alpha",

@@ -105,8 +105,8 @@ EXPECTED = {
         "divergences_vague": (0, 5),           # 2 x 100 draws in the quick run
         "divergences_proper": (0, 5),
         # 97 % quantile of log10 alpha of the pruned bases: the hyperprior's cut-off, about
-        # log10(1 / (b var(y))) = 6.8 under Gamma(1e-6, 1e-6); under Gamma(1, 1) its own 97 % quantile,
-        # log10(3.5 / var(y)) = 1.4 (var(y) = 0.144)
+        # log10(1 / (b var(y))) = 6.8 under Gamma(1e-6, 1e-6); under Gamma(1, 1) its own
+        # 97 % quantile, log10(3.5 / var(y)) = 1.4 (var(y) = 0.144)
         "pruned_upper_log10_alpha_vague": (5.0, 8.0),
         "pruned_upper_log10_alpha_proper": (0.5, 2.5),
         # the study's result file: the MAP fit is sparse, NUTS is not, under the vague prior
