@@ -240,9 +240,21 @@ class ResultsRecorder:
         self.data = {}
         self.title = None
         self._start = time.perf_counter()
+        self._seconds = None  # a run's own wall time, when adopt() took its provenance
         self.date = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
         # The checkout and packages as the run starts: edits during a long run are not its.
         self.machine, self.versions, self.git = machine_info(), package_versions(), git_info()
+
+    def adopt(self, result):
+        """Take the provenance of the run that wrote ``result`` (a result file's dict).
+
+        For tables remade from a run's recorded ``data`` without fitting again: the
+        file then names the run's date, machine, versions, commit, command line and wall
+        time, not those of the remaking.
+        """
+        for key in ("date", "machine", "versions", "git", "argv"):
+            setattr(self, key, result[key])
+        self._seconds = result["seconds"]
 
     def heading(self, title):
         """Set the title of the tables recorded from now on."""
@@ -272,7 +284,8 @@ class ResultsRecorder:
                 "versions": self.versions,
                 "git": self.git,
                 "argv": self.argv,
-                "seconds": round(time.perf_counter() - self._start, 1),
+                "seconds": (round(time.perf_counter() - self._start, 1)
+                            if self._seconds is None else self._seconds),
                 "notes": self.notes,
                 "tables": self.tables,
                 **({"data": self.data} if self.data else {}),

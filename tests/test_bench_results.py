@@ -131,3 +131,19 @@ def test_provenance_is_taken_as_the_run_starts(common, tmp_path, monkeypatch):
     result = json.loads(Path(common.write_results(str(tmp_path / "r.json"))).read_text())
     assert result["git"] == started and result["git"]["commit"] != "edited later"
     assert result["versions"]["numpy"] == np.__version__
+
+
+def test_tables_remade_from_a_run_keep_its_provenance(common, tmp_path):
+    run = common.results_recorder("study", argv=["bench_x.py", "--seeds", "0"])
+    common.record_data("runs", [{"x": 1}])
+    first = json.loads(Path(common.write_results(str(tmp_path / "run.json"))).read_text())
+    first = {**first, "date": "2026-01-02T03:04:05+00:00", "seconds": 1234.5,
+             "git": {"commit": "abc", "dirty": False}}
+    remake = common.results_recorder("study", argv=["bench_x.py", "--from", "run.json"])
+    assert remake is not run
+    remake.adopt(first)
+    common.print_table(["a"], [[1]], title="remade")
+    second = json.loads(Path(common.write_results(str(tmp_path / "remade.json"))).read_text())
+    for key in ("date", "machine", "versions", "git", "argv", "seconds"):
+        assert second[key] == first[key], key
+    assert second["tables"] == [{"title": "remade", "header": ["a"], "rows": [[1]]}]

@@ -90,6 +90,29 @@ EXPECTED = {
         "coverage_nuts": (0.85, 0.99),
         "median_mean_ratio_nuts_evidence": (0.0, 0.223),  # log of a factor 1.25
     },
+    "09_hyperpriors.ipynb": {
+        # noisy sinc, N = 100: the MAP fit is sparse (Tipping: about 6 relevance vectors) ...
+        "n_relevant_evidence": (3, 12),
+        "sum_gamma_evidence": (3.0, 10.0),
+        # ... the full posterior is not: no basis above E[gamma] = 1/2, more effective parameters
+        "n_relevant_nuts_vague": (0, 0),
+        "n_relevant_nuts_proper": (0, 0),
+        "max_gamma_nuts_vague": (0.0, 0.5),
+        "sum_gamma_nuts_vague": (6.0, 20.0),   # the full run's study: 11.3 on average
+        "sum_gamma_nuts_proper": (6.0, 20.0),
+        "rms_nuts_vague": (0.0, 0.08),
+        "rms_nuts_proper": (0.0, 0.08),
+        "divergences_vague": (0, 5),           # 2 x 100 draws in the quick run
+        "divergences_proper": (0, 5),
+        # 97 % quantile of log10 alpha of the pruned bases: the hyperprior's cut-off, about
+        # log10(1 / (b var(y))) = 6.8 under Gamma(1e-6, 1e-6); under Gamma(1, 1) its own
+        # 97 % quantile, log10(3.5 / var(y)) = 1.4 (var(y) = 0.144)
+        "pruned_upper_log10_alpha_vague": (5.0, 8.0),
+        "pruned_upper_log10_alpha_proper": (0.5, 2.5),
+        # the study's result file: the MAP fit is sparse, NUTS is not, under the vague prior
+        "study_sinc_vague_evidence_relevant": (3.0, 12.0),
+        "study_sinc_vague_nuts_relevant": (0.0, 1.0),
+    },
 }
 
 def test_every_notebook_is_checked():
