@@ -131,7 +131,7 @@ def member_gains(S, Q, alpha):
 # -- the gains under Gamma hyperpriors (Tipping 2001, Appendix A) ----------------------
 
 ROOT_STEPS = 200  # at most: Newton converges in a few; each bisection halves the bracket
-ROOT_TOL = 4e-16  # a root is found when a step moves log x by at most about two ulp
+ROOT_TOL = 1e-15  # a Newton step this small (relative, in log x): the root to rounding
 
 
 def pick(c, x, y):
@@ -171,13 +171,21 @@ def falling_root(lo, hi, c3, c2, c1, c0):
     """Return the root of :func:`cubic` in ``[lo, hi]`` where it falls through zero.
 
     ``cubic(lo) > 0 > cubic(hi)``. Newton's method in ``u = log x``, kept in
-    the bracket: a step that would leave it is a bisection instead, and
-    each evaluation narrows the bracket. An element stops when its step
-    moves ``u`` by at most ``ROOT_TOL (1 + |u|)``, and is not moved again,
-    so an element's root does not depend on the others'. Element-wise.
+    the bracket as in Press et al.'s ``rtsafe``: a step that would leave the
+    bracket, or that is not half the one before, is a bisection instead, and
+    each evaluation narrows the bracket. An element has its root when its
+    Newton step is at most ``ROOT_TOL (1 + |u|)`` (it takes that step: Newton's
+    error is then about the step squared) or the bracket is that narrow, and
+    is not moved again, so an element's root does not depend on the others'.
+    Element-wise.
     """
     lo, hi = np.log(lo), np.log(hi)
-    u = 0.5 * (lo + hi)
+    # Start at the root of the cubic's linear part, -c0 / c1, where it is in the bracket
+    # (the root near 0 is close to it), else at the bracket's middle.
+    linear = np.log(pick(c0 * c1 < 0.0, -c0 / pick(c1 != 0.0, c1, 1.0), 1.0))
+    inner = (c0 * c1 < 0.0) & (linear > lo) & (linear < hi)
+    u = pick(inner, linear, 0.5 * (lo + hi))
+    last = hi - lo
     done = u != u  # all False, of u's shape
     for _ in range(ROOT_STEPS):
         x = np.exp(u)
@@ -187,11 +195,15 @@ def falling_root(lo, hi, c3, c2, c1, c0):
         hi = pick(up, hi, u)
         df = ((3.0 * c3 * x + 2.0 * c2) * x + c1) * x  # d cubic / d log x
         newton = u - f / pick(df != 0.0, df, 1.0)
-        inside = (df != 0.0) & (newton > lo) & (newton < hi)
-        step = pick(inside, newton, 0.5 * (lo + hi))
-        stop = np.abs(step - u) <= ROOT_TOL * (1.0 + np.abs(u))
+        tol = ROOT_TOL * (1.0 + np.abs(u))
+        found = (df != 0.0) & (np.abs(newton - u) <= tol)
+        fast = found | ((df != 0.0) & (newton > lo) & (newton < hi)
+                        & (2.0 * np.abs(newton - u) <= last))
+        step = pick(fast, newton, 0.5 * (lo + hi))
+        moved = np.abs(step - u)
         u = pick(done, u, step)
-        done = done | stop
+        last = pick(done, last, moved)
+        done = done | found | (hi - lo <= tol)
         if np.all(done):
             break
     return np.exp(u)
