@@ -17,16 +17,20 @@ def _draws(compiled, seed):
     return {name: trace.posterior[name].values for name in ("alpha", "beta", "w")}
 
 
+# Numba notes a matrix product of a transposed array on a fresh compile, as in every fit.
+@pytest.mark.filterwarnings(r"ignore:np\.dot\(\) is faster on contiguous")
 def test_the_callbacks_sample_nutpies_draws_bit_for_bit_and_follow_new_data():
     # The marginal regression's data are 0-d, 1-d and 2-d arrays (the low-rank factor).
     import nutpie
+    import pytensor
 
     from rvm_ppl.pymc_fitters.callbacks import compile_pymc_model
 
     X, y = make_sinc(40, random_state=0)
     model = build_model(design_matrix(X, X, RBF(gamma=1 / 9)), (y - y.mean()) / y.std())
-    theirs = nutpie.compile_pymc_model(model, backend="numba")
-    ours = compile_pymc_model(model, backend="numba")
+    with pytensor.config.change_flags(numba__fastmath=False):  # as every fit compiles
+        theirs = nutpie.compile_pymc_model(model, backend="numba")
+        ours = compile_pymc_model(model, backend="numba")
     assert {k: v.shape for k, v in ours.shared_data.items()} == {
         k: v.shape for k, v in theirs.shared_data.items()}
     assert {v.ndim for v in ours.shared_data.values()} == {0, 1, 2}
