@@ -3,12 +3,14 @@
 import numpy as np
 import pytest
 
-from rvm_ppl.closed_form import driver
+from rvm_ppl.closed_form import driver, evidence
 from rvm_ppl.closed_form import engine as _evidence_engine
+from rvm_ppl.closed_form.constants import FIRST_EXACT
 from rvm_ppl.closed_form.evidence import (
     alpha_maximiser,
     fit_evidence_regression,
     log_evidence_dense,
+    prior_gains,
     prior_penalty,
     resolve_evidence_priors,
 )
@@ -219,3 +221,63 @@ def test_the_estimators_compiled_parameter_chooses_the_engine_at_any_size(monkey
                                    atol=1e-10)
     with pytest.raises(ValueError, match="compiled"):
         RVR(compiled="yes").fit(X, y)
+
+
+def _gain_state(rng, n, k):
+    """Random statistics of a model of ``k`` bases among ``n`` candidates, some blocked."""
+    S = rng.uniform(0.05, 5.0, n)
+    Q = rng.normal(0.0, 3.0, n)
+    scale = rng.uniform(0.2, 8.0, n)
+    act = rng.choice(n, k, replace=False)
+    alpha = S[act] * rng.uniform(1.05, 30.0, k)  # in the model S < alpha (left-out s > 0)
+    blocked = rng.random(n) < 0.1
+    blocked[act] = False
+    return S, Q, scale, act, alpha, blocked
+
+
+@pytest.mark.parametrize("a, b", [(1e-6, 1e-6), (2.0, 2.0), (0.0, 0.01), (0.08, 2e-4),
+                                  (4.26, 2e-4), (3.0, 0.1)])
+@pytest.mark.parametrize("first", [1, FIRST_EXACT])
+def test_hyperprior_gains_skip_only_candidates_that_cannot_win(a, b, first, rng, monkeypatch):
+    # prior_gains finds exact gains only for the candidates whose gain_bound the best
+    # exact gain has not beaten: its decision must be the one every candidate's exact
+    # gain (driver.prior_gain on all of them) gives, and the engine's single pass the same,
+    # however many candidates it takes before comparing bounds.
+    monkeypatch.setattr(evidence, "FIRST_EXACT", first)
+    priors = dict(a=a, b=b)
+    for _ in range(40):
+        n = int(rng.integers(30, 400))
+        S, Q, scale, act, alpha, blocked = _gain_state(rng, n, int(rng.integers(0, 8)))
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            inf = np.full(n, np.inf)
+            inf[act] = alpha
+            gain, new, keep = driver.prior_gain(S, Q, inf, scale, a, b)
+            # The bound is above every exact gain it stands for.
+            out = np.setdiff1d(np.flatnonzero(keep), act)
+            bound = driver.gain_bound(S * scale**2, Q * scale, a, b)
+            assert np.all(gain[out] <= bound[out] + 1e-12 * (1 + np.abs(bound[out])))
+        cand = np.setdiff1d(out, np.flatnonzero(blocked))
+        every = (cand, gain[cand], new[cand], gain[act], new[act], ~keep[act])
+        full = driver.decide(act, alpha, every, tol=1e-6)
+        gains = prior_gains(S, Q, act, alpha, scale, priors, blocked)
+        pruned = driver.decide(act, alpha, gains, tol=1e-6)
+        assert (pruned.action, pruned.index, pruned.terminate) == (full.action, full.index,
+                                                                   full.terminate)
+        assert pruned.new_alpha == full.new_alpha and pruned.gain == full.gain
+        # The engine: the same decision, and the same drift list (the first of the add order).
+        in_model = np.zeros(n, dtype=bool)
+        in_model[act] = True
+        top = np.empty(_evidence_engine._DRIFT_SAMPLE, dtype=np.int64)
+        ints = np.zeros(7, dtype=np.int64)
+        ints[_evidence_engine._K] = act.size
+        floats = np.zeros(8)
+        floats[_evidence_engine._A], floats[_evidence_engine._B] = a, b
+        action, index, new_alpha, g, terminate = _evidence_engine._choose(
+            S, Q, act.astype(np.int64), alpha, in_model, np.where(blocked, 0, -1), 1e-6, top,
+            ints, scale, floats)
+        assert driver.ACTIONS[action] == full.action and index == full.index
+        assert bool(terminate) == full.terminate
+        assert new_alpha == pytest.approx(full.new_alpha, rel=1e-12)
+        assert g == pytest.approx(full.gain, rel=1e-12, abs=1e-14)
+        n_top = ints[_evidence_engine._N_TOP]
+        np.testing.assert_array_equal(top[:n_top], pruned.add_order[:top.size])

@@ -165,3 +165,32 @@ def test_invalid_priors_are_refused(sinc_data, priors, match):
     _, y, Phi = sinc_data
     with pytest.raises(ValueError, match=match):
         fit_evidence_regression(Phi, y, priors=priors)
+
+
+def test_falling_root_is_the_brackets_root_and_each_elements_own(rng):
+    # driver.falling_root on the maximiser's cubics (Tipping 2001, eq. 36 with x = alpha / s):
+    # the root a polynomial solver gives, to rounding, whether an element converges in the
+    # plain Newton steps (a vague prior) or needs the guarded loop (a proper prior, a start
+    # far from the root), and the same bits alone as in a batch.
+    from rvm_ppl.closed_form import driver
+
+    n = 300
+    s = rng.uniform(0.05, 20.0, n)
+    r = np.exp(rng.uniform(np.log(1.001), np.log(500.0), n))
+    a = np.where(rng.random(n) < 0.5, 1e-6, rng.uniform(0.01, 5.0, n))
+    b = np.where(a == 1e-6, 1e-6, rng.uniform(1e-4, 5.0, n))
+    bs = b * s
+    c3, c2, c1, c0 = -2.0 * bs, 2.0 * a - 4.0 * bs, 1.0 - r + 4.0 * a - 2.0 * bs, 1.0 + 2.0 * a
+    # A bracket from near 0 to the Cauchy bound on the roots, where it holds one positive root.
+    big = np.max(np.abs([c3, c2, c1, c0]), axis=0)
+    hi = 1.0 + big / np.abs(c3)
+    roots = [np.roots([c3[i], c2[i], c1[i], c0[i]]) for i in range(n)]
+    pos = [rt.real[(np.abs(rt.imag) <= 1e-9 * np.abs(rt)) & (rt.real > 0)] for rt in roots]
+    ok = np.array([p.size == 1 for p in pos])
+    assert 0.3 * n < ok.sum() < n
+    lo = np.full(n, 1e-12)
+    got = driver.falling_root(lo[ok], hi[ok], c3[ok], c2[ok], c1[ok], c0[ok])
+    for i, x in zip(np.flatnonzero(ok), got):
+        assert x == pytest.approx(pos[i][0], rel=1e-10)
+        alone = driver.falling_root(lo[i], hi[i], c3[i], c2[i], c1[i], c0[i])
+        assert float(alone) == x  # bit for bit

@@ -425,10 +425,10 @@ class _Confirmed:
         """Drop the refused steps from ``gains``, the tuple of ``driver.scalar_gains``."""
         if not self.refused:
             return gains
-        ad, gain_ad, alpha_ad, gain_a, new_a, delete = gains
+        ad, gain_ad, alpha_ad, gain_a, new_a, delete, *order = gains
         r = np.isin(self.act_idx, list(self.refused))
         return (ad, gain_ad, alpha_ad, np.where(r, -np.inf, gain_a), np.where(r, self.alpha, new_a),
-                delete & ~r)
+                delete & ~r, *order)
 
     def objective(self):
         """Return the exact objective after an addition (MAP fits, mode after every step), or None.

@@ -13,7 +13,8 @@ The loop itself (:func:`climb`) and the decision functions it calls (the
 gains :func:`relevant`, :func:`add_gain`, :func:`add_alpha`,
 :func:`left_out`, :func:`reestimate_alpha`, :func:`reestimate_gain`,
 :func:`delete_gain`, :func:`member_gains`; under Gamma hyperpriors
-:func:`prior_gain` with :func:`penalised_alpha` and :func:`may_gain`; the choice :func:`prefer`; the
+:func:`prior_gain` with :func:`penalised_alpha`, and the bound :func:`gain_bound` that
+spares the candidates that cannot win (:func:`beaten`); the choice :func:`prefer`; the
 noise schedule :func:`noise_due`; the alignment test :func:`block_aligned`,
 :func:`release`, :func:`reblock`, :func:`unblock`, :func:`release_refused`)
 are plain NumPy functions written so that Numba compiles them unchanged. The
@@ -49,7 +50,9 @@ from rvm_ppl.closed_form.constants import (
 ADD_CODE, REESTIMATE_CODE, DELETE_CODE = 0, 1, 2
 ACTIONS = (ADD, REESTIMATE, DELETE)
 _TINY = np.finfo(float).tiny
+_EPS = np.finfo(float).eps
 _INF = np.inf
+BOUND_SLACK = 1e-9  # relative margin of beaten(): far above the rounding of a gain
 
 
 # -- the decision, written once -------------------------------------------------------
@@ -132,6 +135,7 @@ def member_gains(S, Q, alpha):
 
 ROOT_STEPS = 200  # at most: Newton converges in a few; each bisection halves the bracket
 ROOT_TOL = 1e-15  # a Newton step this small (relative, in log x): the root to rounding
+NEWTON_FIRST = 8  # plain Newton steps falling_root tries before its guarded loop
 
 
 def pick(c, x, y):
@@ -167,27 +171,58 @@ def cubic(x, c3, c2, c1, c0):
     return ((c3 * x + c2) * x + c1) * x + c0
 
 
+def rounding(x, c3, c2, c1, c0):
+    """The rounding error of :func:`cubic` at ``x``: a value below it is zero to working precision.
+
+    ``4 eps`` times the sum of the terms' magnitudes (Horner's scheme's bound). Element-wise.
+    """
+    return 4.0 * _EPS * (((np.abs(c3) * x + np.abs(c2)) * x + np.abs(c1)) * x + np.abs(c0))
+
+
 def falling_root(lo, hi, c3, c2, c1, c0):
     """Return the root of :func:`cubic` in ``[lo, hi]`` where it falls through zero.
 
-    ``cubic(lo) > 0 > cubic(hi)``. Newton's method in ``u = log x``, kept in
+    ``cubic(lo) > 0 > cubic(hi)``. Newton's method in ``u = log x``. An
+    element has its root when its Newton step is at most ``ROOT_TOL (1 +
+    |u|)`` or the cubic is zero to :func:`rounding` (it takes that step:
+    Newton's error is then about the step squared), and is not moved again,
+    so an element's root does not depend on the others'. First up to
+    ``NEWTON_FIRST`` plain steps from the root of the cubic's linear part
+    (where it lies in the bracket, which holds one root); an element that
+    has not converged in the bracket by then starts again in a loop kept in
     the bracket as in Press et al.'s ``rtsafe``: a step that would leave the
-    bracket, or that is not half the one before, is a bisection instead, and
-    each evaluation narrows the bracket. An element has its root when its
-    Newton step is at most ``ROOT_TOL (1 + |u|)`` (it takes that step: Newton's
-    error is then about the step squared) or the bracket is that narrow, and
-    is not moved again, so an element's root does not depend on the others'.
-    Element-wise.
+    bracket, or that is not half the one before, is a bisection instead, each
+    evaluation narrows the bracket, and a bracket narrower than the tolerance
+    ends it. Element-wise.
     """
     lo, hi = np.log(lo), np.log(hi)
     # Start at the root of the cubic's linear part, -c0 / c1, where it is in the bracket
-    # (the root near 0 is close to it), else at the bracket's middle.
+    # (the root near 0 is close to it; under a vague prior, within about a of it), else
+    # at the bracket's middle.
     linear = np.log(pick(c0 * c1 < 0.0, -c0 / pick(c1 != 0.0, c1, 1.0), 1.0))
     inner = (c0 * c1 < 0.0) & (linear > lo) & (linear < hi)
     u = pick(inner, linear, 0.5 * (lo + hi))
+    # Plain Newton steps first, clipped to the bracket: an element that reaches its
+    # root within NEWTON_FIRST of them is done; the others take the guarded loop.
+    v = u
+    moving = inner & (hi > lo)
+    found = u != u  # all False, of u's shape
+    for _ in range(NEWTON_FIRST):
+        x = np.exp(v)
+        f = cubic(x, c3, c2, c1, c0)
+        df = ((3.0 * c3 * x + 2.0 * c2) * x + c1) * x  # d cubic / d log x
+        step = f / pick(df != 0.0, df, 1.0)
+        at = (df != 0.0) & ((np.abs(step) <= ROOT_TOL * (1.0 + np.abs(v)))
+                            | (np.abs(f) <= rounding(x, c3, c2, c1, c0)))
+        v = pick(moving, np.minimum(np.maximum(v - step, lo), hi), v)
+        found = found | (moving & at)
+        moving = moving & ~at
+        if not np.any(moving):
+            break
+    done = (found & (v > lo) & (v < hi)) | (hi <= lo)  # hi <= lo: a placeholder's empty bracket
+    u = pick(done, v, u)
     last = hi - lo
-    done = u != u  # all False, of u's shape
-    for _ in range(ROOT_STEPS):
+    for _ in range(ROOT_STEPS if not np.all(done) else 0):
         x = np.exp(u)
         f = cubic(x, c3, c2, c1, c0)
         up = f > 0
@@ -196,7 +231,8 @@ def falling_root(lo, hi, c3, c2, c1, c0):
         df = ((3.0 * c3 * x + 2.0 * c2) * x + c1) * x  # d cubic / d log x
         newton = u - f / pick(df != 0.0, df, 1.0)
         tol = ROOT_TOL * (1.0 + np.abs(u))
-        found = (df != 0.0) & (np.abs(newton - u) <= tol)
+        flat = np.abs(f) <= rounding(x, c3, c2, c1, c0)
+        found = (df != 0.0) & ((np.abs(newton - u) <= tol) | flat)
         fast = found | ((df != 0.0) & (newton > lo) & (newton < hi)
                         & (2.0 * np.abs(newton - u) <= last))
         step = pick(fast, newton, 0.5 * (lo + hi))
@@ -218,7 +254,7 @@ def penalised_x_value(x, r, s, a, bs):
     return e + a * np.log(s * x) - bs * x
 
 
-def penalised_alpha(s, q2, a, b):
+def penalised_alpha(s, q2, a, b, solve=True):
     """Return the maximiser of one basis's penalised objective and its value, for ``b > 0``.
 
     The derivation is in :func:`rvm_ppl.closed_form.evidence.alpha_maximiser`:
@@ -227,7 +263,9 @@ def penalised_alpha(s, q2, a, b):
     ``-``, one in ``(0, x1)`` and one beyond ``max(x2, 0)`` (``x1 < x2``
     the roots of ``P'``), each bracketed and found (:func:`falling_root`); where both exist the
     larger value wins. ``s > 0``, ``q2 = q^2``. Element-wise: scalars or
-    arrays (a root that does not exist costs nothing on scalars).
+    arrays (a root that does not exist costs nothing on scalars); elements
+    where ``solve`` is False are placeholders, with no root sought
+    (value ``-inf``).
 
     Returns
     -------
@@ -251,19 +289,20 @@ def penalised_alpha(s, q2, a, b):
     big = np.maximum(np.maximum(np.abs(c3), np.abs(c2)), np.maximum(np.abs(c1), np.abs(c0)))
     x_lo = c0 / (c0 + big)
     x_hi = 1.0 + big / np.abs(c3)
-    low = two & (x1 > 0) & (cubic(pick(x1 > 0, x1, 1.0), c3, c2, c1, c0) < 0)
+    low = solve & two & (x1 > 0) & (cubic(pick(x1 > 0, x1, 1.0), c3, c2, c1, c0) < 0)
     start_high = pick(two, np.maximum(x2, 0.0), 0.0)
-    high = pick(start_high > 0, cubic(start_high, c3, c2, c1, c0), 1.0) > 0
+    high = solve & (pick(start_high > 0, cubic(start_high, c3, c2, c1, c0), 1.0) > 0)
     x_best = s * np.nan
     v_best = s * 0.0 - _INF
     if np.any(low):
         lo = np.minimum(x_lo, x1)
-        x = falling_root(pick(low, lo, 1.0), pick(low, x1, 2.0), c3, c2, c1, c0)
+        # Elements without this root get the empty bracket [1, 1]: done at once.
+        x = falling_root(pick(low, lo, 1.0), pick(low, x1, 1.0), c3, c2, c1, c0)
         v_best = pick(low, penalised_x_value(x, r, s, a, bs), -_INF)
         x_best = pick(low, x, x_best)
     if np.any(high):
         lo = pick(start_high > 0, start_high, x_lo)
-        x = falling_root(pick(high, lo, 1.0), pick(high, np.maximum(x_hi, 2.0 * lo), 2.0),
+        x = falling_root(pick(high, lo, 1.0), pick(high, np.maximum(x_hi, 2.0 * lo), 1.0),
                         c3, c2, c1, c0)
         v = pick(high, penalised_x_value(x, r, s, a, bs), -_INF)
         better = v > v_best
@@ -272,21 +311,48 @@ def penalised_alpha(s, q2, a, b):
     return s * x_best, v_best
 
 
+def prior_peak(a, b):
+    """The largest value of the prior term ``a log alpha - b alpha``: ``a log(a / b) - a``.
+
+    0 for ``a = 0``. Scalars.
+    """
+    return a * np.log(a / b) - a if a > 0 else 0.0
+
+
+def gain_bound(s, q, a, b):
+    """An upper bound on what a basis with left-out factors ``s, q`` adds to the penalised objective.
+
+    With ``r = q^2 / s``, its share of the objective is at most the largest
+    evidence term, ``(r - 1 - log r) / 2`` where ``q^2 > s`` and 0 otherwise
+    (the gain without a hyperprior, :func:`add_gain`), plus the largest prior
+    term (:func:`prior_peak`). ``-inf`` where ``s <= 0``. Under a vague
+    hyperprior the bound is within the prior term of the exact gain, so it
+    orders the candidates as their gains do. ``a, b`` are scalars.
+    Element-wise in ``s, q``.
+    """
+    grows = (s > 0) & (q * q > s)
+    r = pick(grows, q * q / pick(grows, s, 1.0), 1.0)
+    e = pick(grows, 0.5 * (r - 1.0 - np.log(r)), 0.0)
+    return pick(s > 0, e + prior_peak(a, b), -_INF)
+
+
 def may_gain(s, q, a, b):
     """Whether a basis with left-out factors ``s, q`` can raise the penalised objective at all.
 
-    With ``r = q^2 / s``, its share of the objective is at most the largest
-    evidence term, ``(r - 1 - log r) / 2`` for ``r > 1`` and 0 otherwise,
-    plus the largest prior term, ``a log(a / b) - a`` (0 for ``a = 0``);
-    where that bound is not positive (or ``s <= 0``), no ``alpha`` makes the
-    basis worth having and :func:`penalised_alpha` need not run. ``a, b``
-    are scalars. Element-wise in ``s, q``.
+    Where :func:`gain_bound` is not positive no ``alpha`` makes the basis
+    worth having, and :func:`penalised_alpha` need not run. Element-wise in ``s, q``.
     """
-    pos = s > 0
-    r = q * q / pick(pos, s, 1.0)
-    e = pick(r > 1.0, 0.5 * (r - 1.0 - np.log(pick(r > 1.0, r, 1.0))), 0.0)
-    top = a * np.log(a / b) - a if a > 0 else 0.0
-    return pos & (e + top > 0)
+    return gain_bound(s, q, a, b) > 0
+
+
+def beaten(bound, best):
+    """Whether a candidate whose gain is at most ``bound`` cannot beat, nor tie, the gain ``best``.
+
+    The bound is compared with a margin of ``BOUND_SLACK (1 + |bound|)``,
+    above the rounding of the gains, so a candidate passed over is one the
+    exact comparison would have passed over too. Element-wise.
+    """
+    return bound + BOUND_SLACK * (1.0 + np.abs(bound)) < best
 
 
 def prior_gain(S, Q, alpha, scale, a, b):
@@ -319,7 +385,7 @@ def prior_gain(S, Q, alpha, scale, a, b):
     go = may_gain(s, q, a, b)
     best, value = s * 0.0 + _INF, s * 0.0
     if np.any(go):
-        x, v = penalised_alpha(pick(go, s, 1.0), pick(go, q * q, 0.0), a, b)
+        x, v = penalised_alpha(pick(go, s, 1.0), pick(go, q * q, 0.0), a, b, go)
         best, value = pick(go, x, _INF), pick(go, v, 0.0)
     of = alpha * sc2
     current = pick(inside, gamma_log_prior(pick(inside, of, 1.0), a, b)
@@ -618,7 +684,8 @@ def climb(model, max_iter, tol, alignment_max, blocker, counts):
 
 _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", "reestimate_gain",
            "delete_gain", "member_gains", "gamma_log_prior", "gamma_log_prior_terms", "cubic",
-           "falling_root", "penalised_x_value", "penalised_alpha", "may_gain", "prior_gain",
+           "rounding", "falling_root", "penalised_x_value", "penalised_alpha", "prior_peak",
+           "gain_bound", "may_gain", "beaten", "prior_gain",
            "prefer", "noise_due", "block_aligned", "release", "reblock", "release_refused")
 _LOOP = ("unblock", "climb")  # what calls ``ops``
 
@@ -886,9 +953,14 @@ def _decide(model, blocked, tol, min_gain):
 
 
 def decide(act, alpha, gains, tol, min_gain=0.0):
-    """Return a :class:`Decision` from :func:`scalar_gains` (or a likelihood's equivalent)."""
-    ad, gain_ad, alpha_ad, gain_a, new_a, delete = gains
+    """Return a :class:`Decision` from :func:`scalar_gains` (or a likelihood's equivalent).
+
+    ``gains`` may carry a seventh entry, the add order of the decision (the
+    candidates best first, as :func:`top_candidates`); without it the order
+    is that of the addable candidates' gains.
+    """
+    ad, gain_ad, alpha_ad, gain_a, new_a, delete = gains[:6]
     p = int(gain_ad.argmax()) if ad.size else -1  # the first best: the lowest index among ties
     d = prefer(act, alpha, gain_a, new_a, delete, ad[p] if ad.size else -1,
                gain_ad[p] if ad.size else 0.0, alpha_ad[p] if ad.size else 0.0, tol, min_gain)
-    return decision(*d, top_candidates(ad, gain_ad, ADD_ORDER))
+    return decision(*d, gains[6] if len(gains) > 6 else top_candidates(ad, gain_ad, ADD_ORDER))

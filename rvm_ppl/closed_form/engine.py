@@ -82,6 +82,8 @@ _gamma_log_prior = _decisions["gamma_log_prior"]
 _gamma_log_prior_terms = _decisions["gamma_log_prior_terms"]
 _penalised_alpha = _decisions["penalised_alpha"]
 _prior_gain = _decisions["prior_gain"]
+_gain_bound = _decisions["gain_bound"]
+_beaten = _decisions["beaten"]
 _climb = _decisions["climb"]
 _LAPACK_MIN_N = 32  # model size from which factors and products come from LAPACK and BLAS
 _TINY = np.finfo(float).tiny
@@ -281,6 +283,18 @@ def _pin(act, k, alpha, Sigma, mu, S, Q):
 
 
 @njit(cache=True, error_model="numpy")
+def _best_exact(S, Q, scale, a, b, m, best_add, best_gain, best_alpha):
+    """The best addition so far, with candidate ``m``'s exact gain under the hyperprior.
+
+    Ties go to the lower index, as :func:`rvm_ppl.closed_form.driver.decide`'s.
+    """
+    g, new, keep = _prior_gain(S[m], Q[m], np.inf, scale[m], a, b)
+    if keep and (best_add < 0 or g > best_gain or (g == best_gain and m < best_add)):
+        return m, g, new
+    return best_add, best_gain, best_alpha
+
+
+@njit(cache=True, error_model="numpy")
 def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints, scale, floats):
     """The driver's decision (:func:`rvm_ppl.closed_form.driver.decide`) in one pass over candidates.
 
@@ -290,9 +304,12 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints, scale, floats):
     (the driver's element-wise formulas on scalars; ``driver.member_gains``
     and ``rvm_ppl.closed_form.evidence.prior_gains`` apply them to arrays).
     With a Gamma hyperprior on ``alpha`` (``a`` or ``b`` in ``floats``) the
-    gains are the penalised objective's (``driver.prior_gain``). ``top``
-    receives the best addable candidates, best first (ties: lower index)
-    for the drift check, and their number goes to ``ints``. Returns
+    gains are the penalised objective's (``driver.prior_gain``), found for
+    the candidates outside the model only until the best one's is certain
+    (``driver.gain_bound``, ``driver.beaten``; as
+    ``rvm_ppl.closed_form.evidence.prior_gains``). ``top`` receives the best
+    addable candidates, best first (ties: lower index), by gain (by the
+    bound under a hyperprior), for the drift check, and their number goes to ``ints``. Returns
     ``(action, index, new alpha, gain, terminate)``
     (:func:`rvm_ppl.closed_form.driver.prefer`).
     """
@@ -308,11 +325,10 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints, scale, floats):
         if in_model[m] or blocker[m] >= 0:
             continue
         if prior:
-            g, new, keep = _prior_gain(S[m], Q[m], np.inf, scale[m], a, b)
-            if not keep:
+            # The bound orders the candidates; exact gains follow below.
+            g = _gain_bound(S[m] * (scale[m] * scale[m]), Q[m] * scale[m], a, b)
+            if not g > 0.0:
                 continue
-            if best_add < 0 or g > best_gain:
-                best_add, best_gain, best_alpha = m, g, new
         else:
             if not _relevant(S[m], Q[m]):
                 continue
@@ -330,6 +346,24 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints, scale, floats):
             top[pos] = m
             top_gain[pos] = g
             n_top = min(n_top + 1, top.size)
+    if prior:
+        # Exact gains in descending order of the bound, until the best so far
+        # beats the next bound; past a full list, every candidate it does not beat.
+        done = False
+        for p in range(n_top):
+            if best_add >= 0 and _beaten(top_gain[p], best_gain):
+                done = True
+                break
+            best_add, best_gain, best_alpha = _best_exact(S, Q, scale, a, b, top[p], best_add,
+                                                          best_gain, best_alpha)
+        if not done and n_top == top.size:
+            for m in range(M):
+                if in_model[m] or blocker[m] >= 0:
+                    continue
+                g = _gain_bound(S[m] * (scale[m] * scale[m]), Q[m] * scale[m], a, b)
+                if g > 0.0 and not (best_add >= 0 and _beaten(g, best_gain)):
+                    best_add, best_gain, best_alpha = _best_exact(S, Q, scale, a, b, m, best_add,
+                                                                  best_gain, best_alpha)
     gain_a, new_a, delete = np.empty(k), np.empty(k), np.zeros(k, dtype=np.bool_)
     for i in range(k):  # driver.member_gains, one basis at a time
         Sa, Qa, al = S[act[i]], Q[act[i]], alpha[i]

@@ -69,6 +69,7 @@ from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
     DRIFT_TOL,
     ENGINE_MAX_ENTRIES,
     ENGINE_MIN_ENTRIES,
+    FIRST_EXACT,
     GAUSSIAN_SNR_INIT,
     INIT_ALPHA_MAX,
     MIN_DELTA_LOG_ALPHA,
@@ -89,14 +90,18 @@ from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
     Decision,
     as_mask,
     ascend,
+    beaten,
     decide,
+    gain_bound,
     gamma_log_prior,
     gamma_log_prior_terms,
     may_gain,
     noise_due,
     penalised_alpha,
     prior_gain,
+    prior_peak,
     scalar_gains,
+    top_candidates,
 )
 from rvm_ppl.core.gaussian import log_evidence as gaussian_log_evidence
 from rvm_ppl.core.linalg import (
@@ -451,21 +456,42 @@ def choose_action_prior(S, Q, active, alpha, *, scale, priors, blocked=(), tol=M
 def prior_gains(S, Q, act, alpha, scale, priors, blocked):
     """:func:`rvm_ppl.closed_form.driver.scalar_gains` for the penalised objective (:func:`choose_action_prior`).
 
-    The new ``alpha`` are on the unit-norm columns of ``S, Q`` and ``alpha``.
+    Every basis in the model gets its exact gain; a candidate outside it,
+    only if it could be the best addition. The candidates are taken in
+    descending order of their :func:`~rvm_ppl.closed_form.driver.gain_bound`:
+    the first ``FIRST_EXACT``, then every other one that the best exact gain
+    so far has not :func:`~rvm_ppl.closed_form.driver.beaten`. The best
+    addition is the one every candidate's exact gain would give. The
+    decision's add order (the tuple's seventh entry) is by the bound. The
+    new ``alpha`` are on the unit-norm columns of ``S, Q`` and ``alpha``.
     """
     a, b = priors["a"], priors["b"]
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        # Outside the model only the candidates that can gain at all need the
-        # maximiser (prior_gain would find nothing to add in the others).
-        cand = may_gain(S * (scale * scale), Q * scale, a, b) & ~blocked
-        cand[act] = False
-        idx = np.concatenate([act, np.flatnonzero(cand)])
-        alpha_idx = np.full(idx.size, np.inf)
-        alpha_idx[: act.size] = alpha
-        gain, new, keep = prior_gain(S[idx], Q[idx], alpha_idx, scale[idx], a, b)
     k = act.size
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        s, q = S * (scale * scale), Q * scale
+        # Without a prior term to gain, only q^2 > s can have a positive bound.
+        cand = ~blocked & ((q * q > s) if prior_peak(a, b) <= 0 else (s > 0))
+        cand[act] = False
+        out = np.flatnonzero(cand)
+        bound = gain_bound(s[out], q[out], a, b)
+        out, bound = out[bound > 0], bound[bound > 0]
+        ranked = top_candidates(np.arange(out.size), bound, max(ADD_ORDER, FIRST_EXACT))
+        order, first = out[ranked], out[ranked[:FIRST_EXACT]]
+        idx = np.concatenate([act, first])
+        alpha_idx = np.full(idx.size, np.inf)
+        alpha_idx[:k] = alpha
+        gain, new, keep = prior_gain(S[idx], Q[idx], alpha_idx, scale[idx], a, b)
+        best = gain[k:][keep[k:]].max(initial=-np.inf)
+        rest = ~beaten(bound, best)
+        rest[ranked[:FIRST_EXACT]] = False
+        rest = out[rest]
+        if rest.size:
+            g, n, kp = prior_gain(S[rest], Q[rest], np.full(rest.size, np.inf), scale[rest], a, b)
+            idx = np.concatenate([idx, rest])
+            gain, new, keep = (np.concatenate(z) for z in ((gain, g), (new, n), (keep, kp)))
     add = k + np.flatnonzero(keep[k:])
-    return idx[add], gain[add], new[add], gain[:k], new[:k], ~keep[:k]
+    add = add[np.argsort(idx[add], kind="stable")]  # ascending: ties go to the lower index
+    return idx[add], gain[add], new[add], gain[:k], new[:k], ~keep[:k], order[:ADD_ORDER]
 
 
 class _Columns:
