@@ -90,3 +90,26 @@ def test_a_kept_compilation_samples_what_a_fresh_one_samples():
     assert after["compiled"] - before["compiled"] == 1
     assert after["reused"] - before["reused"] == 1
     assert kept == fresh != other
+
+
+def test_the_fits_compile_without_asking_for_a_c_blas(monkeypatch):
+    # PyTensor's sparse rewrite local_usmm reads config.blas__ldflags on any z - alpha * y
+    # with a scalar alpha, and finding that value compiles test programs (0.5 s a process,
+    # a warning after a pip install). The fits' mode "NUMBA" leaves the rewrite out; the
+    # plain mode still consults the flag, so the check below can fail.
+    import pytensor
+    import pytensor.tensor as pt
+
+    from rvm_ppl.pymc_fitters.results import _compilation
+
+    def asked(self):
+        raise AssertionError("config.blas__ldflags was read")
+
+    monkeypatch.setattr(type(pytensor.config), "blas__ldflags", property(asked))
+    z, y, a = pt.vector("z"), pt.vector("y"), pt.scalar("a")
+    graph = z - a[None] * y
+    with _compilation():
+        f = pytensor.function([z, y, a], graph, mode="NUMBA")
+    np.testing.assert_array_equal(f(np.ones(3), np.arange(3.0), np.array(2.0)), [1.0, -1.0, -3.0])
+    with pytest.raises(AssertionError, match="blas__ldflags"):
+        pytensor.function([z, y, a], graph, mode="NUMBA")

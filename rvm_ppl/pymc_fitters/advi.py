@@ -157,17 +157,18 @@ def _flat_layout(model, point):
     return layout
 
 
-def _build_functions(model, var_names, compile_mode):
-    """Compile ADVI's functions of ``model``, its data as inputs (see :func:`_functions`)."""
+def _build_functions(model, logp, point, var_names, compile_mode):
+    """Compile ADVI's functions of ``model``, its data as inputs (see :func:`_functions`).
+
+    ``logp`` is ``model.logp()`` and ``point`` ``model.initial_point()``.
+    """
     import pytensor
     import pytensor.tensor as pt
     from pymc.pytensorf import join_nonshared_inputs
     from pytensor.graph.replace import graph_replace
 
-    point = model.initial_point()  # compiles a function: once per build
     layout = _flat_layout(model, point)
     value_vars = [v for v, *_ in layout]
-    logp = model.logp(jacobian=True)
     grad = pt.concatenate([g.ravel() for g in pt.grad(logp, value_vars)])
     expanded = [v for v in model.unobserved_value_vars
                 if var_names is None or v.name in var_names]
@@ -188,13 +189,12 @@ def _build_functions(model, var_names, compile_mode):
     )
 
 
-def _start(model, fns):
+def _start(point, fns):
     """The model's initial point as one flat vector (it depends on the data: the rates)."""
-    point = model.initial_point()
     return np.concatenate([np.ravel(point[name]) for name, *_ in fns.layout]).astype(float)
 
 
-def _functions(model, var_names, compile_mode):
+def _functions(model, point, var_names, compile_mode):
     """The log density with its gradient and the expansion of ``model``, compiled once.
 
     ``logp_grad(x, *data)``: the model's log density with the Jacobian of its
@@ -202,10 +202,11 @@ def _functions(model, var_names, compile_mode):
     variables in PyMC's unconstrained space; ``expand(x, *data)``: the
     variables ``names`` (constrained free variables and deterministics) at
     ``x``. A model of the same structure and shapes reuses the functions
-    (:func:`rvm_ppl.pymc_fitters.compiled.compiled_functions`).
+    (:func:`rvm_ppl.pymc_fitters.compiled.compiled_functions`). ``point`` is
+    ``model.initial_point()``, which gives the layout of ``x``.
     """
     return compiled_functions(
-        model, "advi", lambda m: _build_functions(m, var_names, compile_mode),
+        model, "advi", lambda m, logp: _build_functions(m, logp, point, var_names, compile_mode),
         var_names=var_names, settings={"mode": str(compile_mode)},
     )
 
@@ -388,9 +389,10 @@ def advi_result(
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_limit(blas_threads))
         stack.enter_context(_compilation())
-        fns = _functions(model, _trace_var_names(model, spec), compile_mode)
+        point = model.initial_point()  # compiles a function: once per fit
+        fns = _functions(model, point, _trace_var_names(model, spec), compile_mode)
         data = data_values(model, fns.data_names)
-        q = _Gaussian(_start(model, fns), fullrank=method == "fullrank_advi")
+        q = _Gaussian(_start(point, fns), fullrank=method == "fullrank_advi")
         with bar:
             try:
                 loss = _optimise(fns, data, q, n=n, learning_rate=learning_rate, rng=rng,

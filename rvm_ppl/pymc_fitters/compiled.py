@@ -120,7 +120,7 @@ def _graph(outputs, data_names, h):
     h.update(repr(("outputs", [ref(o) for o in outputs])).encode())
 
 
-def fingerprint(model, var_names, settings):
+def fingerprint(model, var_names, settings, logp=None):
     """Hash what the compiled code of ``model`` depends on; None if it cannot be compared.
 
     Parameters
@@ -131,13 +131,16 @@ def fingerprint(model, var_names, settings):
         The variables kept in the trace.
     settings : dict
         The compile settings (backend, PyTensor flags, ...), plain values.
+    logp : TensorVariable, optional
+        ``model.logp()``, where the caller has it already.
     """
     import pytensor
 
     data_names = {v.name for v in model.data_vars}
     h = hashlib.sha256()
     try:
-        _graph([model.logp(), *model.unobserved_value_vars], data_names, h)
+        _graph([model.logp() if logp is None else logp, *model.unobserved_value_vars],
+               data_names, h)
         h.update(_plain({
             "coords": {k: list(v) if v is not None else None for k, v in model.coords.items()},
             "dims": {k: tuple(v) for k, v in model.named_vars_to_dims.items()},
@@ -177,7 +180,7 @@ def compiled_nutpie(model, var_names=None, **compile_kwargs):
 
 
 def compiled_functions(model, what, build, var_names=None, settings=None):
-    """Return ``build(model)``, or the one kept for a model of this fingerprint.
+    """Return ``build(model, logp)``, or the one kept for a model of this fingerprint.
 
     ``build`` compiles functions that take the model's data (``pm.Data``) as
     inputs, so a kept set serves any model of the same fingerprint: the
@@ -189,15 +192,17 @@ def compiled_functions(model, what, build, var_names=None, settings=None):
     what : str
         Which functions (part of the fingerprint, e.g. ``"advi"``).
     build : callable
-        ``build(model)``: the compiled functions.
+        ``build(model, logp)``: the compiled functions; ``logp`` is
+        ``model.logp()``, the graph the fingerprint hashed (built once).
     var_names : list of str, optional
         The variables the functions return, as for :func:`fingerprint`.
     settings : dict, optional
         Compile settings, plain values.
     """
-    key = fingerprint(model, var_names, {"what": what, **(settings or {})})
+    logp = model.logp()
+    key = fingerprint(model, var_names, {"what": what, **(settings or {})}, logp=logp)
     kept = _kept(key)
-    return kept if kept is not None else _keep(key, build(model))
+    return kept if kept is not None else _keep(key, build(model, logp))
 
 
 def data_values(model, names):

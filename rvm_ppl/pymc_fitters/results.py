@@ -36,7 +36,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
-import logging
+import threading
 import warnings
 
 import numpy as np
@@ -62,9 +62,6 @@ DRAWS, TUNE, CHAINS = 1000, 1000, 4
 # Draws (evenly thinned) at which E[gamma] of the categorical likelihood is
 # averaged: each costs a K M x K M factorisation.
 GAMMA_DRAWS = 200
-
-
-_log = logging.getLogger("rvm_ppl")
 
 
 def _check_model(model):
@@ -133,27 +130,43 @@ def _seeds(random_state):
 
 
 @functools.cache
-def _pytensor_blas():
-    """Whether PyTensor's C backend links a BLAS, found once and without its warning.
+def _numba_mode():
+    """PyTensor's NUMBA mode without the sparse rewrite ``local_usmm``.
 
-    PyTensor from pip links none and warns that "operations that might benefit
-    from BLAS will be severely degraded" the first time a graph rewrite asks.
-    The package compiles its models for NUTS and ADVI with the NUMBA backend
-    (:data:`COMPILE_MODE`), which calls BLAS through numpy and scipy, so the
-    warning does not concern its fits; it is logged at INFO on the ``rvm_ppl``
-    logger instead. A C-mode function of
-    the user's own is still slow without a BLAS.
+    That rewrite matches any ``z - alpha * y`` with a scalar ``alpha`` and then
+    asks whether the C backend links a BLAS (``config.blas__ldflags``), which
+    PyTensor answers by compiling and linking test programs: 0.5 s in every
+    new process, and a warning after a pip install. It only ever makes a C op
+    of a sparse product, which neither the NUMBA backend nor these models use,
+    so leaving it out changes no compiled graph.
     """
-    import pytensor
+    from pytensor.compile.mode import get_mode
 
-    with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
-        flags = pytensor.config.blas__ldflags
-    if not flags:
-        _log.info("PyTensor links no BLAS (a pip install); rvm_ppl compiles its models with the "
-                  "NUMBA backend, which uses scipy's BLAS. C-mode functions of your own are slow "
-                  "without one.")
-    return bool(flags)
+    return get_mode("NUMBA").excluding("local_usmm")
+
+
+_MODE_LOCK = threading.Lock()
+_mode_users, _saved_numba = 0, None  # fits inside _numba_without_usmm, and the mode it replaced
+
+
+@contextlib.contextmanager
+def _numba_without_usmm():
+    """Resolve the mode name ``"NUMBA"`` to :func:`_numba_mode` (nutpie compiles by that name)."""
+    global _mode_users, _saved_numba
+    from pytensor.compile import mode as modes
+
+    with _MODE_LOCK:
+        if _mode_users == 0:
+            _saved_numba = modes.predefined_modes["NUMBA"]
+            modes.predefined_modes["NUMBA"] = _numba_mode()
+        _mode_users += 1
+    try:
+        yield
+    finally:
+        with _MODE_LOCK:
+            _mode_users -= 1
+            if _mode_users == 0:
+                modes.predefined_modes["NUMBA"] = _saved_numba
 
 
 @contextlib.contextmanager
@@ -166,15 +179,16 @@ def _compilation():
     loaded from PyTensor's on-disk cache (``base_compiledir/numba``): the log density
     then differed in its last bit between a cold and a warm cache, and NUTS tuning
     grew that into different draws for the same seed. Without fast-math the numbers
-    depend only on the inputs and the seed.
+    depend only on the inputs and the seed. The mode ``"NUMBA"`` is compiled without
+    the rewrite that would probe for a C BLAS (:func:`_numba_mode`).
 
     numba notes that a matrix-vector product meets a transposed, hence
     non-contiguous, M x M array: harmless at these sizes.
     """
     import pytensor
 
-    _pytensor_blas()
-    with warnings.catch_warnings(), pytensor.config.change_flags(numba__fastmath=False):
+    with (warnings.catch_warnings(), _numba_without_usmm(),
+          pytensor.config.change_flags(numba__fastmath=False)):
         warnings.filterwarnings("ignore", message=r".*np\.dot\(\) is faster on contiguous")
         yield
 
