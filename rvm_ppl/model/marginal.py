@@ -27,7 +27,7 @@ LOW_RANK_TOL = 1e-12
 # Downdated squared residual norms are recomputed once they fall below this
 # fraction of their last exact maximum (they are accurate to ~eps of it).
 _RECOMPUTE = 1e-6
-# lowrank_conditional_moments: rows of W A^{-1/2} gathered per matrix product.
+# lowrank_conditional_moments: rows of W A^{-1/2} gathered per matrix product (k per draw).
 _MOMENT_BLOCK_ROWS = 2048
 # The low-rank form is used when its flop count, 4 k^2 (M + k) + 4 N k, is at
 # most this fraction of the dense form's, (2/3) M^3 (Cholesky and triangular inverse).
@@ -373,29 +373,28 @@ def lowrank_conditional_moments(V, s, alpha, beta, z=None):
     mus, gamma_sum, inv_a_sum = np.empty((n, M)), np.zeros(M), np.zeros(M)
     g_means, g_cov = np.empty((n, k)), np.zeros((k, k))
     second = np.zeros((M, M))  # sum of the draws' Sigma, less their A^{-1} (inv_a_sum)
-    block = []  # rows X A^{-1/2} of a few draws: one matrix product per block
-    for i, (a, b) in enumerate(zip(flat_a, flat_b, strict=True)):
+    step = max(1, _MOMENT_BLOCK_ROWS // k)  # draws per block: one stacked SVD, one product
+    for lo in range(0, n, step):
+        sl = slice(lo, min(lo + step, n))
+        a, sb = flat_a[sl], np.sqrt(flat_b[sl])
         a_isqrt = 1.0 / np.sqrt(a)
-        U, d, Wt = np.linalg.svd(np.sqrt(b) * V * a_isqrt, full_matrices=False)
+        U, d, Wt = np.linalg.svd(sb[:, None, None] * V * a_isqrt[:, None, :], full_matrices=False)
         h = d**2 / (1.0 + d**2)
-        X = np.sqrt(h)[:, None] * Wt
-        us = U.T @ s
-        mus[i] = np.sqrt(b) * a_isqrt * (Wt.T @ (d / (1.0 + d**2) * us))
-        g_means[i] = U @ (h * us)
-        g_cov += (U * h) @ U.T / b
-        inv_a_sum += 1.0 / a
-        gamma_sum += np.einsum("ij,ij->j", X, X)
-        block.append(X * a_isqrt)
-        if len(block) * k >= _MOMENT_BLOCK_ROWS:
-            second -= _gram(block)
-            block = []
+        X = np.sqrt(h)[:, :, None] * Wt
+        us = _rows(U.transpose(0, 2, 1), s)
+        mus[sl] = sb[:, None] * a_isqrt * _rows(Wt.transpose(0, 2, 1), d / (1.0 + d**2) * us)
+        g_means[sl] = _rows(U, h * us)
+        g_cov += np.einsum("nkr,nlr->kl", U * (h / flat_b[sl, None])[:, None, :], U)
+        inv_a_sum += (1.0 / a).sum(axis=0)
+        gamma_sum += np.einsum("nrm,nrm->m", X, X)
+        G = (X * a_isqrt[:, None, :]).reshape(-1, M)  # the rows X A^{-1/2} of the block's draws
+        second -= G.T @ G
         if w is not None:
-            zi = flat_z[i]
-            wz = Wt @ zi
-            w[i] = mus[i] + a_isqrt * (zi + Wt.T @ ((1.0 / np.sqrt(1.0 + d**2) - 1.0) * wz))
-            g[i] = g_means[i] + U @ (np.sqrt(h) * wz) / np.sqrt(b)
-    if block:
-        second -= _gram(block)
+            zi = flat_z[sl]
+            wz = _rows(Wt, zi)
+            w[sl] = mus[sl] + a_isqrt * (zi + _rows(Wt.transpose(0, 2, 1),
+                                                    (1.0 / np.sqrt(1.0 + d**2) - 1.0) * wz))
+            g[sl] = g_means[sl] + _rows(U, np.sqrt(h) * wz) / sb[:, None]
     mean = mus.mean(axis=0)
     second += mus.T @ mus
     second[np.diag_indices(M)] += inv_a_sum
@@ -424,7 +423,9 @@ def lowrank_latent(V):
     return (Wt.T / sv) @ U.T
 
 
-def _gram(blocks):
-    """``G^T G`` of the rows of a list of matrices stacked into ``G``."""
-    G = np.concatenate(blocks)
-    return G.T @ G
+def _rows(A, x):
+    """``A[i] @ x[i]`` for every ``i`` of a stack of matrices ``A`` and of rows ``x``.
+
+    ``x`` may be one vector, shared by every matrix.
+    """
+    return np.matmul(A, x[..., None])[..., 0] if x.ndim > 1 else A @ x
