@@ -243,18 +243,18 @@ class _Gaussian:
         L[np.diag_indices(self.d)] = _softplus(second[self.diag])
         return mu, L
 
-    def draw(self, eps):
-        """``z = mu + sd * eps`` or ``mu + L eps`` for rows ``eps``."""
-        mu, s = self.factor()
+    def draw(self, eps, factor=None):
+        """``z = mu + sd * eps`` or ``mu + L eps`` for rows ``eps``; ``factor``: :meth:`factor`'s."""
+        mu, s = self.factor() if factor is None else factor
         return mu + (eps * s if not self.fullrank else eps @ s.T)
 
-    def entropy(self):
+    def entropy(self, factor=None):
         """Entropy of q: ``d/2 log(2 pi e)`` plus ``sum log sd`` or ``sum log diag L``."""
-        _, s = self.factor()
+        _, s = self.factor() if factor is None else factor
         log_det = np.sum(np.log(s if not self.fullrank else np.diag(s)))
         return float(log_det + 0.5 * self.d * (1.0 + np.log(2.0 * np.pi)))
 
-    def loss_gradient(self, eps, grad_logp):
+    def loss_gradient(self, eps, grad_logp, factor=None):
         """Gradient of ``-(log p(z) + entropy)`` in ``params`` at ``z = draw(eps)``.
 
         The reparameterisation gradient (Kucukelbir et al. 2017, eqs. 8-9):
@@ -265,7 +265,7 @@ class _Gaussian:
         mu_part = -grad_logp
         second = self.params[self.d:]
         if not self.fullrank:
-            sd = _softplus(second)
+            sd = _softplus(second) if factor is None else factor[1]
             return np.concatenate([mu_part, -(grad_logp * eps + 1.0 / sd) * special.expit(second)])
         g = -np.outer(grad_logp, eps)[self.tril]
         diag = second[self.diag]
@@ -308,11 +308,12 @@ def _optimise(fns, data, q, *, n, learning_rate, rng, callbacks):
     logp_grad = fns.logp_grad
     for i in range(n):
         eps = rng.standard_normal(q.d)
-        logp, grad = logp_grad(q.draw(eps), *data)
-        if not (np.isfinite(logp) and np.all(np.isfinite(grad))):
+        factor = q.factor()  # the draw, the entropy and the gradient share it
+        logp, grad = logp_grad(q.draw(eps, factor), *data)
+        if not (np.isfinite(logp) and np.isfinite(grad).all()):
             raise FloatingPointError(f"NaN or infinite log density or gradient at iteration {i + 1}")
-        losses[i] = -(float(logp) + q.entropy())
-        q.params += adam.step(q.loss_gradient(eps, grad))
+        losses[i] = -(float(logp) + q.entropy(factor))
+        q.params += adam.step(q.loss_gradient(eps, grad, factor))
         try:
             for callback in callbacks:
                 callback(None, losses[:i + 1], i + 1)
