@@ -9,7 +9,8 @@ function's outputs bit for bit and nutpie's codes. That is checked here at
 every point of a run of the sampler (warm-up included) and at points far out
 in the tails, on a small model whose data take every path through the
 callbacks, and without compiling nutpie's own callbacks: their error paths make
-Numba compile its string formatting, about as long again as all of this module.
+Numba compile its string formatting, which would add half as much again to this
+module's time.
 """
 
 import ctypes
