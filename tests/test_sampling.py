@@ -11,6 +11,7 @@ import warnings
 import arviz as az
 import numpy as np
 import pytest
+from _compile_modes import SMALL
 from scipy import stats
 from scipy.integrate import quad
 from scipy.special import digamma, expit
@@ -126,13 +127,13 @@ def test_marginal_logp_and_gradient_match_dense_mvnormal(rng):
     alpha, beta = rng.gamma(2.0, 1.0, M), 3.0
     model = build_model(Phi, y)
     point = {"alpha_log__": np.log(alpha), "beta_log__": np.log(beta), "w_whitened__": np.zeros(M)}
-    logp = model.compile_logp(vars=[model["y"]])(point)
+    logp = model.compile_logp(vars=[model["y"]], mode=SMALL)(point)
     C = Phi @ np.diag(1 / alpha) @ Phi.T + np.eye(N) / beta
     dense = stats.multivariate_normal(np.zeros(N), C).logpdf(y)
     np.testing.assert_allclose(logp, dense, rtol=1e-12)
 
-    f = model.compile_logp()
-    grad = model.compile_dlogp()(point)
+    f = model.compile_logp(mode=SMALL)
+    grad = model.compile_dlogp(mode=SMALL)(point)
     x0 = np.r_[np.log(alpha), np.log(beta)]
     h = 1e-6
     fd = [
@@ -218,17 +219,18 @@ def test_softplus_precisions_changes_the_scale_not_the_density():
     v_beta = 2.0
     alpha, beta = np.logaddexp(0.0, v) / b, np.logaddexp(0.0, v_beta) / d
     z = np.linspace(-1.0, 1.0, Phi.shape[1])
-    got = soft.compile_logp()({"alpha_softplus_rate__": v, "beta_softplus_rate__": v_beta,
-                               "w_whitened__": z})
-    on_log = model.compile_logp()({"alpha_log__": np.log(alpha), "beta_log__": np.log(beta),
-                                   "w_whitened__": z})
+    got = soft.compile_logp(mode=SMALL)({"alpha_softplus_rate__": v,
+                                         "beta_softplus_rate__": v_beta, "w_whitened__": z})
+    on_log = model.compile_logp(mode=SMALL)({"alpha_log__": np.log(alpha),
+                                             "beta_log__": np.log(beta), "w_whitened__": z})
     jacobians = (np.sum(-np.logaddexp(0.0, -v) - np.log(b) - np.log(alpha))
                  - np.logaddexp(0.0, -v_beta) - np.log(d) - np.log(beta))
     assert got == pytest.approx(on_log + jacobians, rel=1e-12)
     # forward inverts backward across the range, far past the wall included
     transform, inputs = soft.rvs_to_transforms[soft["alpha"]], soft["alpha"].owner.inputs
     far = np.linspace(-40.0, 800.0, 50)
-    np.testing.assert_allclose(transform.forward(transform.backward(far, *inputs), *inputs).eval(),
+    np.testing.assert_allclose(transform.forward(transform.backward(far, *inputs), *inputs)
+                               .eval(mode=SMALL),
                                far,
                                rtol=1e-12, atol=1e-12)
     # a transform other than PyMC's log (here: the softplus scale itself) is left alone,
@@ -428,7 +430,7 @@ def test_bernoulli_marginal_model_density_and_alpha_draws():
     Phi, t = _logistic_problem()
     model = build_model(Phi, t, likelihood="bernoulli")
     assert [rv.name for rv in model.free_RVs] == ["w"]  # alpha integrated out
-    logp = model.compile_logp(jacobian=False)
+    logp = model.compile_logp(jacobian=False, mode=SMALL)
     a, b = BERNOULLI_PRIORS["a"], BERNOULLI_PRIORS["b"]
     for w in ([0.3, -1.2], [2.0, 0.01], [-40.0, 3.0]):
         w = np.array(w)
