@@ -101,12 +101,18 @@ def test_sbc_closed_form_methods_and_refusals():
 
 
 @pytest.mark.slow
-def test_sbc_of_nuts_on_a_tiny_rvm():
+def test_sbc_of_nuts_on_a_tiny_rvm(monkeypatch):
     """20 replications: NUTS's ranks pass the uniformity test for log beta and log alpha.
 
-    About a minute on a loaded 2-core machine (pm.sample's start-up dominates);
-    the 200-replication run is benchmarks/bench_calibration.py.
+    The two chains of each replication run one after the other in this process: the
+    same draws as two worker processes give (PyMC seeds each chain alike either way),
+    without starting the workers and loading the compiled model in each, which took
+    half the time of every replication. The 200-replication run is
+    benchmarks/bench_calibration.py.
     """
+    import rvm_ppl.pymc_fitters.nuts as nuts_mod
+
+    monkeypatch.setattr(nuts_mod, "_available_cpus", lambda: 1)  # cores = 1
     Phi = _design(12)[:, :3]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -10,7 +10,9 @@ import pickle
 import arviz as az
 import numpy as np
 import pymc as pm
+import pytensor
 import pytest
+from _compile_modes import SMALL
 from _short_runs import ADVI_WINDOW, FAST, short
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.model_selection import GridSearchCV
@@ -19,6 +21,7 @@ from rvm_ppl import RVC, RVR, build_model, fit_nuts
 from rvm_ppl.datasets.loaders import load_ripley, make_sinc
 from rvm_ppl.kernels.kernel import RBF, design_matrix
 from rvm_ppl.output.idata import POINTWISE_MAX
+from rvm_ppl.pymc_fitters.results import COMPILE_MODE
 
 logging.getLogger("pymc").setLevel(logging.ERROR)
 pytestmark = [
@@ -188,14 +191,21 @@ def test_set_data_and_posterior_predictive_match_predict(marginal_fit):
     Phi = design_matrix(X, X, RBF(gamma=1 / 9))
     model = build_model(Phi, y, basis=list(m.idata_.relevance.basis.values),
                         priors={"b": 1e-6 * np.var(y), "d": 1e-6 * np.var(y)})
-    idata = pm.sample(draws=150, tune=150, chains=2, model=model, random_seed=1,
-                      progressbar=False, compute_convergence_checks=False)
+    # Not compiled to C (PyTensor's default mode), which with an empty compile cache costs half
+    # a minute here and nothing else uses: NUTS compiles as the package's fits do (NUMBA, no
+    # fast-math), the forward draws, whose likelihood draws in Python, in FAST_COMPILE. The
+    # chains run in this process (the draws of two worker processes, which would each compile
+    # the model again).
+    with pytensor.config.change_flags(numba__fastmath=False):
+        idata = pm.sample(draws=150, tune=150, chains=2, cores=1, model=model, random_seed=1,
+                          progressbar=False, compute_convergence_checks=False,
+                          compile_kwargs={"mode": COMPILE_MODE})
     assert "w" in idata.posterior  # drawn exactly, also in the marginal form
     Xt = np.array([[-4.0], [0.0], [2.5]])
     with model:
         pm.set_data({"Phi": design_matrix(Xt, X, RBF(gamma=1 / 9))})
         pred = pm.sample_posterior_predictive(idata, predictions=True, random_seed=2,
-                                              progressbar=False)
+                                              progressbar=False, compile_kwargs={"mode": SMALL})
     draws = pred.predictions["y"].values.reshape(-1, 3)
     mean, std = m.predict(Xt, return_std=True)
     se = draws.std(axis=0) / np.sqrt(len(draws) / 10)  # generous: autocorrelated draws

@@ -12,6 +12,7 @@ import pymc as pm
 import pytensor
 import pytensor.tensor as pt
 import pytest
+from _compile_modes import SMALL
 from scipy import stats
 
 from rvm_ppl.datasets.loaders import make_sinc
@@ -46,7 +47,7 @@ def _point(model, seed):
 def _weights(model, point):
     """``w = mu + R z`` at ``point``, as the model computes it."""
     (w,) = [v for v in model.unobserved_value_vars if v.name == "w"]  # backward(z)
-    return pytensor.function(model.value_vars, w, on_unused_input="ignore")(**point)
+    return pytensor.function(model.value_vars, w, on_unused_input="ignore", mode=SMALL)(**point)
 
 
 def _moments(Phi, y, alpha, beta):
@@ -62,8 +63,8 @@ def test_marginal_density_is_the_centred_joint(marginal, sinc):
     """
     Phi, y = sinc
     centred = build_model(Phi, y, priors=PRIORS, parameterization="centered")
-    f_marginal = marginal.compile_logp(jacobian=False)
-    f_centred = centred.compile_logp(jacobian=False)
+    f_marginal = marginal.compile_logp(jacobian=False, mode=SMALL)
+    f_centred = centred.compile_logp(jacobian=False, mode=SMALL)
     for seed in range(3):
         point = _point(marginal, seed)
         w = _weights(marginal, point)
@@ -80,9 +81,9 @@ def test_conditional_density_and_jacobian(marginal, sinc):
     alpha, beta = np.exp(point["alpha_log__"]), float(np.exp(point["beta_log__"]))
     w = _weights(marginal, point)
     mu, Sigma = _moments(Phi, y, alpha, beta)
-    without = marginal.compile_logp(vars=[marginal["w"]], jacobian=False)(point)
+    without = marginal.compile_logp(vars=[marginal["w"]], jacobian=False, mode=SMALL)(point)
     assert without == pytest.approx(stats.multivariate_normal(mu, Sigma).logpdf(w), rel=1e-9)
-    with_jacobian = marginal.compile_logp(vars=[marginal["w"]], jacobian=True)(point)
+    with_jacobian = marginal.compile_logp(vars=[marginal["w"]], jacobian=True, mode=SMALL)(point)
     z = point["w_whitened__"]
     assert with_jacobian == pytest.approx(stats.norm.logpdf(z).sum(), rel=1e-12)
     # w = mu + R z with R R^T = Sigma: the whitening is exact
@@ -97,7 +98,7 @@ def test_the_transform_inverts_itself_on_values(marginal):
     transform = marginal.rvs_to_transforms[rv]
     z = transform.forward(pt.as_tensor_variable(w), *rv.owner.inputs)
     z = marginal.replace_rvs_by_values([z])[0]
-    f = pytensor.function(marginal.value_vars, z, on_unused_input="ignore")
+    f = pytensor.function(marginal.value_vars, z, on_unused_input="ignore", mode=SMALL)
     np.testing.assert_allclose(f(**point), point["w_whitened__"], atol=1e-8)
 
 
@@ -106,8 +107,8 @@ def test_gradient_matches_finite_differences(marginal):
     point = _point(marginal, 6)
     names = [v.name for v in marginal.value_vars]  # compile_dlogp's order
     sizes = [np.size(point[n]) for n in names]
-    f = marginal.compile_logp(jacobian=False)
-    grad = marginal.compile_dlogp(jacobian=False)(point)
+    f = marginal.compile_logp(jacobian=False, mode=SMALL)
+    grad = marginal.compile_dlogp(jacobian=False, mode=SMALL)(point)
     x0 = np.concatenate([np.ravel(point[n]) for n in names])
 
     def at(x):
@@ -147,13 +148,13 @@ def test_forward_draws_of_w_are_its_prior(sinc):
     Phi, y = sinc
     alpha = np.linspace(0.5, 4.0, Phi.shape[1])
     model = build_model(Phi, y, alpha=alpha, priors=PRIORS)
-    draws = pm.draw(model["w"], draws=2000, random_seed=1)
+    draws = pm.draw(model["w"], draws=2000, random_seed=1, mode=SMALL)
     assert draws.shape == (2000, Phi.shape[1])
     standardised = (draws * np.sqrt(alpha)).ravel()
     assert stats.kstest(standardised, "norm").pvalue > 0.01
     # The same draws from a model of other targets: nothing of t enters.
     other = pm.draw(build_model(Phi, -3 * y, alpha=alpha, priors=PRIORS)["w"], draws=2000,
-                    random_seed=1)
+                    random_seed=1, mode=SMALL)
     np.testing.assert_array_equal(draws, other)
 
 

@@ -252,10 +252,12 @@ def test_nuts_defaults_no_divergences(small):
     np.testing.assert_allclose(P.sum(axis=1), 1.0, atol=1e-12)
     assert np.mean(m.predict(Xt) == yt) > 0.7  # measured 0.798
     assert np.isfinite(az.loo(m.idata_).elpd_loo)
-    # The public door: fit_nuts on the declared model gives the same layout.
+    # The public door: fit_nuts on the declared model gives the same layout. Declared with the
+    # estimator's labels (plain str, as the estimator passes them), it is the model the
+    # estimator sampled, whose compiled form the fit reuses instead of compiling it again.
     codes = np.unique(y, return_inverse=True)[1]
     model = build_model(m._design(X, np.arange(61)), codes, likelihood="categorical",
-                        classes=list(LABELS))
+                        classes=LABELS.tolist(), basis=m.idata_.posterior["basis"].values.tolist())
     idata = fit_nuts(model, draws=50, tune=100, chains=2, random_seed=0)
     assert idata.posterior["w"].dims == ("chain", "draw", "class", "basis")
     assert idata.relevance["relevant"].dims == ("class", "basis")

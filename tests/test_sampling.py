@@ -11,6 +11,7 @@ import warnings
 import arviz as az
 import numpy as np
 import pytest
+from _compile_modes import SMALL
 from scipy import stats
 from scipy.integrate import quad
 from scipy.special import digamma, expit
@@ -65,6 +66,12 @@ def _sinc_problem(n, seed, n_centres=None):
 def tiny():
     """Noisy sinc, 20 points, bias + 20 kernels, targets standardised."""
     return _sinc_problem(20, seed=5)
+
+
+@pytest.fixture(scope="module")
+def sinc50():
+    """Noisy sinc, 50 points, bias + 50 kernels: ADVI's problem (its functions compiled once)."""
+    return _sinc_problem(50, seed=0)
 
 
 def test_bad_sampler_name_lists_the_valid_ones(tiny):
@@ -126,13 +133,13 @@ def test_marginal_logp_and_gradient_match_dense_mvnormal(rng):
     alpha, beta = rng.gamma(2.0, 1.0, M), 3.0
     model = build_model(Phi, y)
     point = {"alpha_log__": np.log(alpha), "beta_log__": np.log(beta), "w_whitened__": np.zeros(M)}
-    logp = model.compile_logp(vars=[model["y"]])(point)
+    logp = model.compile_logp(vars=[model["y"]], mode=SMALL)(point)
     C = Phi @ np.diag(1 / alpha) @ Phi.T + np.eye(N) / beta
     dense = stats.multivariate_normal(np.zeros(N), C).logpdf(y)
     np.testing.assert_allclose(logp, dense, rtol=1e-12)
 
-    f = model.compile_logp()
-    grad = model.compile_dlogp()(point)
+    f = model.compile_logp(mode=SMALL)
+    grad = model.compile_dlogp(mode=SMALL)(point)
     x0 = np.r_[np.log(alpha), np.log(beta)]
     h = 1e-6
     fd = [
@@ -218,17 +225,18 @@ def test_softplus_precisions_changes_the_scale_not_the_density():
     v_beta = 2.0
     alpha, beta = np.logaddexp(0.0, v) / b, np.logaddexp(0.0, v_beta) / d
     z = np.linspace(-1.0, 1.0, Phi.shape[1])
-    got = soft.compile_logp()({"alpha_softplus_rate__": v, "beta_softplus_rate__": v_beta,
-                               "w_whitened__": z})
-    on_log = model.compile_logp()({"alpha_log__": np.log(alpha), "beta_log__": np.log(beta),
-                                   "w_whitened__": z})
+    got = soft.compile_logp(mode=SMALL)({"alpha_softplus_rate__": v,
+                                         "beta_softplus_rate__": v_beta, "w_whitened__": z})
+    on_log = model.compile_logp(mode=SMALL)({"alpha_log__": np.log(alpha),
+                                             "beta_log__": np.log(beta), "w_whitened__": z})
     jacobians = (np.sum(-np.logaddexp(0.0, -v) - np.log(b) - np.log(alpha))
                  - np.logaddexp(0.0, -v_beta) - np.log(d) - np.log(beta))
     assert got == pytest.approx(on_log + jacobians, rel=1e-12)
     # forward inverts backward across the range, far past the wall included
     transform, inputs = soft.rvs_to_transforms[soft["alpha"]], soft["alpha"].owner.inputs
     far = np.linspace(-40.0, 800.0, 50)
-    np.testing.assert_allclose(transform.forward(transform.backward(far, *inputs), *inputs).eval(),
+    np.testing.assert_allclose(transform.forward(transform.backward(far, *inputs), *inputs)
+                               .eval(mode=SMALL),
                                far,
                                rtol=1e-12, atol=1e-12)
     # a transform other than PyMC's log (here: the softplus scale itself) is left alone,
@@ -347,9 +355,9 @@ def test_nuts_is_reproducible(tiny):
 
 
 @pytest.mark.slow
-def test_advi_layout_elbo_and_noise_estimate():
+def test_advi_layout_elbo_and_noise_estimate(sinc50):
     """Marginal mean-field ADVI on 50 noisy sinc points: noise sd within 30% of 0.1."""
-    _, y, scale, Phi, basis = _sinc_problem(50, seed=0)
+    _, y, scale, Phi, basis = sinc50
     idata = fit_advi(Phi, y, basis=basis, draws=300, random_seed=0)
     post = idata.posterior
     assert {"posterior", "observed_data", "fit"} <= set(idata.groups())
@@ -368,10 +376,10 @@ def test_advi_layout_elbo_and_noise_estimate():
 
 
 @pytest.mark.slow
-def test_advi_warns_when_not_converged(tiny):
+def test_advi_warns_when_not_converged(sinc50):
     from sklearn.exceptions import ConvergenceWarning
 
-    _, y, _, Phi, basis = tiny
+    _, y, _, Phi, basis = sinc50
     with pytest.warns(ConvergenceWarning, match="did not converge"):
         idata = fit_advi(Phi, y, basis=basis, n=300, window=100, tol=1e-9, draws=50,
                          random_seed=0)
@@ -393,7 +401,9 @@ def test_pymc_sampler_agrees_with_the_default_nutpie(tiny):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", SamplingWarning)
         a = fit_nuts(Phi, y, **kw)
-        b = fit_nuts(Phi, y, nuts_sampler="pymc", **kw)
+        # PyMC's chains one after the other in this process: the draws of two worker
+        # processes, without each worker compiling the model again.
+        b = fit_nuts(Phi, y, nuts_sampler="pymc", cores=1, **kw)
     assert (a.attrs["nuts_sampler"], b.attrs["nuts_sampler"]) == ("nutpie", "pymc")
     assert b.attrs["compile_mode"] == "NUMBA"
     log_beta = [np.log(i.posterior["beta"]) for i in (a, b)]
@@ -428,7 +438,7 @@ def test_bernoulli_marginal_model_density_and_alpha_draws():
     Phi, t = _logistic_problem()
     model = build_model(Phi, t, likelihood="bernoulli")
     assert [rv.name for rv in model.free_RVs] == ["w"]  # alpha integrated out
-    logp = model.compile_logp(jacobian=False)
+    logp = model.compile_logp(jacobian=False, mode=SMALL)
     a, b = BERNOULLI_PRIORS["a"], BERNOULLI_PRIORS["b"]
     for w in ([0.3, -1.2], [2.0, 0.01], [-40.0, 3.0]):
         w = np.array(w)
