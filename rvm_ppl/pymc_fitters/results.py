@@ -135,8 +135,8 @@ def _numba_mode():
 
     That rewrite matches any ``z - alpha * y`` with a scalar ``alpha`` and then
     asks whether the C backend links a BLAS (``config.blas__ldflags``), which
-    PyTensor answers by compiling and linking test programs: 0.5 s in every
-    new process, and a warning after a pip install. It only ever makes a C op
+    PyTensor answers by compiling and linking test programs, in every new
+    process, and with a warning after a pip install. It only ever makes a C op
     of a sparse product, which neither the NUMBA backend nor these models use,
     so leaving it out changes no compiled graph.
     """
