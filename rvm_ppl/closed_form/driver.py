@@ -320,9 +320,10 @@ def prior_peak(a, b):
 
 
 def gain_bound(s, q, a, b):
-    """An upper bound on what a basis with left-out factors ``s, q`` adds to the penalised objective.
+    """An upper bound on what a basis with left-out factors ``s, q`` adds to the objective.
 
-    With ``r = q^2 / s``, its share of the objective is at most the largest
+    The objective is the penalised one (Tipping 2001, eq. 36). With ``r = q^2 / s``, its
+    share of the objective is at most the largest
     evidence term, ``(r - 1 - log r) / 2`` where ``q^2 > s`` and 0 otherwise
     (the gain without a hyperprior, :func:`add_gain`), plus the largest prior
     term (:func:`prior_peak`). ``-inf`` where ``s <= 0``. Under a vague
