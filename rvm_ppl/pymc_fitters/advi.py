@@ -244,7 +244,7 @@ class _Gaussian:
         return mu, L
 
     def draw(self, eps, factor=None):
-        """``z = mu + sd * eps`` or ``mu + L eps`` for rows ``eps``; ``factor`` as :meth:`factor`."""
+        """``z = mu + sd * eps`` or ``mu + L eps`` for rows ``eps`` (``factor``: :meth:`factor`)."""
         mu, s = self.factor() if factor is None else factor
         return mu + (eps * s if not self.fullrank else eps @ s.T)
 
