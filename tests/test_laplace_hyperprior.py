@@ -10,7 +10,7 @@ plain fit as ``a, b -> 0``; the Bernoulli fit for the softmax model with
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from reference import penalised_laplace_map
 from scipy.special import expit
@@ -61,6 +61,9 @@ def _penalty(alpha, a, b):
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(20, 40),
        likelihood=st.sampled_from(["bernoulli", "poisson", "shared", "per-class"]),
        prior=st.sampled_from([(3.0, 2.0), (0.5, 0.1), (1e-3, 1e-3), (2.0, 20.0)]))
+# A polish whose last step found no rise used to end at the mode found again from the
+# rejected trial's weights, 7e-7 below the objective its trace reported.
+@example(seed=131, n=33, likelihood="shared", prior=(1e-3, 1e-3))
 def test_penalised_objective_never_decreases(seed, n, likelihood, prior):
     Phi, t = _kernel_problem(seed, n, likelihood)
     a, b = prior

@@ -857,6 +857,7 @@ def polish_map(model, priors):
         if step is None:
             break
         before = model.logml + model.penalty()
+        kept = model._copy()
         for _ in range(20):
             model.set_alpha(alpha * np.exp(step))
             if model.logml + model.penalty() > before:
@@ -864,7 +865,9 @@ def polish_map(model, priors):
                 break
             step = step / 2
         else:
-            model.set_alpha(alpha)
+            # Back to the point itself: its mode found again from the last trial's
+            # weights may differ in the last digits from the one its traces recorded.
+            model._paste(kept)
             break
         steps += 1
     return steps
