@@ -95,7 +95,6 @@ from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
     gain_bound,
     gamma_log_prior,
     gamma_log_prior_terms,
-    may_gain,
     noise_due,
     penalised_alpha,
     prior_gain,
@@ -475,7 +474,7 @@ def prior_gains(S, Q, act, alpha, scale, priors, blocked):
         out = np.flatnonzero(cand)
         bound = gain_bound(s[out], q[out], a, b)
         out, bound = out[bound > 0], bound[bound > 0]
-        ranked = top_candidates(np.arange(out.size), bound, max(ADD_ORDER, FIRST_EXACT))
+        ranked = top_candidates(np.arange(out.size), bound, ADD_ORDER)  # FIRST_EXACT <= ADD_ORDER
         order, first = out[ranked], out[ranked[:FIRST_EXACT]]
         idx = np.concatenate([act, first])
         alpha_idx = np.full(idx.size, np.inf)
@@ -491,7 +490,7 @@ def prior_gains(S, Q, act, alpha, scale, priors, blocked):
             gain, new, keep = (np.concatenate(z) for z in ((gain, g), (new, n), (keep, kp)))
     add = k + np.flatnonzero(keep[k:])
     add = add[np.argsort(idx[add], kind="stable")]  # ascending: ties go to the lower index
-    return idx[add], gain[add], new[add], gain[:k], new[:k], ~keep[:k], order[:ADD_ORDER]
+    return idx[add], gain[add], new[add], gain[:k], new[:k], ~keep[:k], order
 
 
 class _Columns:
