@@ -384,6 +384,22 @@ def sinc30():
     return X, y, Xt, yt
 
 
+def test_a_truncated_design_is_another_model(sinc30):
+    # build_model(low_rank=<float>) fits the RVM on the design's truncated SVD: its fits
+    # record the truncation, and a comparison with fits of the exact design says so.
+    from rvm_ppl.output.identity import check_one_model
+
+    X, y, _, _ = sinc30
+    exact = RVR(gamma=1 / 9, alpha_shape=1e-6, alpha_rate=1e-6).fit(X, y).idata_
+    assert exact.attrs["design_tol"] == 0.0 and exact.posterior.attrs["design_tol"] == 0.0
+    truncated = exact.copy()
+    for group in truncated.groups():
+        truncated[group].attrs["design_tol"] = 1e-6
+    truncated.attrs["design_tol"] = 1e-6
+    with pytest.warns(ModelMismatchWarning, match=r"truncation .*exact: 0.0; truncated: 1e-06"):
+        check_one_model(["exact", "truncated"], [exact, truncated])
+
+
 def test_loo_table_ranks_a_clearly_worse_fit_last(sinc30):
     X, y, Xt, yt = sinc30
     good = RVR(gamma=1 / 9, draws=200, random_state=0).fit(X, y, method="evidence")

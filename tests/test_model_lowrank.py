@@ -16,6 +16,7 @@ from rvm_ppl.model.marginal import (  # noqa: E402
     dense_marginal_loglike,
     low_rank_factor,
     lowrank_marginal_loglike,
+    truncated_factor,
     use_low_rank,
 )
 
@@ -147,6 +148,33 @@ def test_build_model_low_rank_choices_and_errors(sinc_design):
         build_model(Phi, t, parameterization="centered", low_rank=True)
     with pytest.raises(TypeError, match="low_rank"):
         build_model(Phi, t, low_rank="yes")
+    for bad in (0.0, 1.0, 2, -1e-6, float("nan")):
+        with pytest.raises(TypeError, match=r"float in \(0, 1\)"):
+            build_model(Phi, t, low_rank=bad)
+    with pytest.raises(ValueError, match="marginal regression only"):
+        build_model(Phi, (t > 0).astype(float), likelihood="bernoulli", low_rank=1e-6)
+
+
+def test_truncated_factor_is_the_nearest_lower_rank_design(sinc_design):
+    # Eckart-Young: Q V is the truncated SVD, its error in the spectral norm the first
+    # singular value dropped; the likelihood on it is the brute-force one of that design.
+    Phi, t = sinc_design
+    sv = np.linalg.svd(Phi, compute_uv=False)
+    for tol in (1e-3, 1e-6):
+        Q, V = truncated_factor(Phi, tol)
+        k = Q.shape[1]
+        assert k == np.count_nonzero(sv > tol * sv[0]) and k < Phi.shape[1]
+        np.testing.assert_allclose(Q.T @ Q, np.eye(k), atol=1e-12)
+        err = np.linalg.norm(Phi - Q @ V, 2)
+        assert err <= tol * sv[0]
+        np.testing.assert_allclose(err, sv[k], rtol=1e-6, atol=1e-12 * sv[0])
+        low = _value_and_grad(lowrank_marginal_loglike(), Q, V)
+        for alpha, beta in _points(Phi.shape[1], np.random.default_rng(6)):
+            np.testing.assert_allclose(low(t, alpha, beta)[0], _brute_logp(Q @ V, t, alpha, beta),
+                                       rtol=1e-8)
+    model = build_model(Phi, t, low_rank=1e-3)
+    np.testing.assert_array_equal(model["lowrank_Q"].get_value(), truncated_factor(Phi, 1e-3)[0])
+    assert model.rvm_spec.design_tol == 1e-3 and build_model(Phi, t).rvm_spec.design_tol == 0.0
 
 
 def test_low_rank_model_predicts_at_new_rows(sinc_design):

@@ -87,6 +87,14 @@ class RVR(RegressorMixin, _RVMBase):
         fixed one when ``fit_noise=False``. Default ``0.1 * std(y)``.
     fit_noise : bool
         Re-estimate the noise (evidence method).
+    low_rank : bool, float or None
+        advi and nuts: the form of the marginal likelihood,
+        :func:`rvm_ppl.model.build.build_model`'s ``low_rank``. None (default)
+        and True/False choose between two exact forms; a float ``tol`` in
+        (0, 1) fits the RVM on the design's truncated SVD (the singular values
+        above ``tol`` times the largest), an approximation for a cheaper
+        gradient where the kernel matrix has full rank and a fast-falling
+        spectrum, recorded in ``idata_.attrs["design_tol"]``.
     Method: how the posterior is found
     method : {"evidence", "vb", "advi", "nuts"}
         Fitting method. ``fit(X, y, method=...)`` fits by another one and
@@ -232,6 +240,7 @@ class RVR(RegressorMixin, _RVMBase):
         "fit_noise": ["boolean"],
         "solver": [StrOptions({"fast", "full"})],
         "compiled": [StrOptions({"auto"}), "boolean"],
+        "low_rank": ["boolean", Interval(Real, 0, 1, closed="neither"), None],
     }
 
     def __init__(
@@ -253,6 +262,7 @@ class RVR(RegressorMixin, _RVMBase):
         beta_rate=None,
         noise_std=None,
         fit_noise=True,
+        low_rank=None,
         # the method
         method="evidence",
         max_iter=None,
@@ -284,6 +294,7 @@ class RVR(RegressorMixin, _RVMBase):
         self.beta_rate = beta_rate
         self.noise_std = noise_std
         self.fit_noise = fit_noise
+        self.low_rank = low_rank
         self.method = method
         self.max_iter = max_iter
         self.tol = tol
@@ -350,6 +361,7 @@ class RVR(RegressorMixin, _RVMBase):
             result = self._fit_result(
                 method, basis, y, labels=labels, likelihood="gaussian",
                 start=0 if self.fit_intercept else None, beta=beta, fit_beta=self.fit_noise,
+                model_kw=None if self.low_rank is None else {"low_rank": self.low_rank},
             )
         self._store(X, y, kernel, n_extra, method, result)
         return self

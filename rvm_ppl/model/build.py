@@ -130,7 +130,12 @@ from rvm_ppl.model.conditional import (
     whitened_class,
 )
 from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
-from rvm_ppl.model.marginal import low_rank_factor, lowrank_marginal_loglike, use_low_rank
+from rvm_ppl.model.marginal import (
+    low_rank_factor,
+    lowrank_marginal_loglike,
+    truncated_factor,
+    use_low_rank,
+)
 from rvm_ppl.model.transforms import rotation_class, scaled_asinh_class
 
 PARAMETERIZATIONS = ("marginal", "centered", "noncentered")
@@ -155,6 +160,7 @@ class ModelSpec:
     alpha: np.ndarray | None = None  # the fixed alpha, or None when it is a variable
     beta: float | None = None  # the fixed beta, or None
     shared_alpha: bool = False  # categorical: one alpha per basis for all classes
+    design_tol: float = 0.0  # low_rank=<float>: the design's truncation (0: the exact design)
 
 
 def model_spec(model):
@@ -287,7 +293,7 @@ def build_model(
     classes : list, optional
         ``"categorical"`` only: labels of the classes (coordinate
         ``class``); default ``0, ..., K - 1``.
-    low_rank : bool or None, optional
+    low_rank : bool, float or None, optional
         Marginal regression only: evaluate the likelihood through an exact
         factor ``Phi = Q V``, ``Q`` (N x k) orthonormal
         (:func:`rvm_ppl.model.marginal.lowrank_marginal_loglike`; data
@@ -307,6 +313,15 @@ def build_model(
         the M x M form is too ill-conditioned for its gradient and NUTS
         diverges (the documentation's Benchmarks page, section "The four
         methods on the benchmark data sets").
+        A float ``tol`` in (0, 1) approximates: the likelihood is that of the
+        truncated SVD of ``Phi`` (:func:`rvm_ppl.model.marginal.truncated_factor`),
+        the singular values above ``tol`` times the largest, a design whose
+        columns each differ from ``Phi``'s by at most ``tol`` times its
+        spectral norm. It makes a full-rank kernel of fast-falling spectrum
+        cheap to sample (Boston's 482 RBF columns: rank 145 at ``1e-6``); the
+        fits record ``tol`` (attribute ``design_tol``), and a comparison with
+        fits of the exact design warns. The Benchmarks page, section "Cost per
+        gradient", gives its cost and its accuracy against the exact design.
     offset : array-like of shape (N,), optional
         ``"poisson"`` only: the known log exposure added to every log rate,
         as data ``"offset"``; to predict at new inputs set it with ``Phi``
@@ -366,8 +381,7 @@ def build_model(
     elif offset is not None:
         raise ValueError(f"offset (a log exposure) belongs to the 'poisson' likelihood; got "
                          f"likelihood={likelihood!r}.")
-    if low_rank not in (None, True, False):
-        raise TypeError(f"low_rank must be None, True or False; got {low_rank!r}.")
+    design_tol = _design_tol(low_rank)
     if low_rank and (likelihood != "gaussian" or parameterization != "marginal"):
         raise ValueError("low_rank applies to the marginal regression only (likelihood='gaussian', "
                          f"parameterization='marginal'); got {likelihood!r}, {parameterization!r}.")
@@ -399,6 +413,7 @@ def build_model(
         likelihood, parameterization, p,
         alpha=alpha,
         beta=None if beta is None else float(beta),
+        design_tol=design_tol,
     )
 
     with pm.Model(coords=coords) as model:
@@ -563,15 +578,27 @@ def _bernoulli_logit(name, eta, observed, n_rows):
                          dtype="int64")
 
 
+def _design_tol(low_rank):
+    """The relative truncation of the design that ``low_rank`` asks for: 0 unless a float."""
+    if low_rank is None or isinstance(low_rank, bool | np.bool_):
+        return 0.0
+    if not isinstance(low_rank, int | float | np.integer | np.floating) or not 0 < low_rank < 1:
+        raise TypeError(f"low_rank must be None, True, False or a float in (0, 1) (a relative "
+                        f"singular-value tolerance); got {low_rank!r}.")
+    return float(low_rank)
+
+
 def _marginal_factor(Phi, low_rank):
     """``(Q, V)`` of :func:`low_rank_factor` if the marginal likelihood should use it, else None.
 
     Automatic (``low_rank=None``): the factor is sought up to the largest rank
     that :func:`use_low_rank` accepts, so a full-rank ``Phi`` costs at most
-    ``O(N M^2 / 3)`` once.
+    ``O(N M^2 / 3)`` once. A float: :func:`truncated_factor` at that tolerance.
     """
     if low_rank is False:
         return None
+    if _design_tol(low_rank):
+        return truncated_factor(Phi, low_rank)
     N, M = Phi.shape
     max_rank = None
     if low_rank is None:

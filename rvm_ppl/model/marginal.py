@@ -14,7 +14,9 @@ eq. 15), in two exact forms:
 
 :func:`low_rank_factor` finds ``Q`` and ``V`` (a column-pivoted Gram-Schmidt
 stopped at a relative tolerance) and :func:`use_low_rank` states when the
-second form pays.
+second form pays. :func:`truncated_factor` is the one approximation: the
+truncated SVD of a design matrix of full numerical rank, for a cheaper
+gradient on a nearby design (``build_model(low_rank=<float>)``).
 """
 
 from __future__ import annotations
@@ -91,6 +93,31 @@ def low_rank_factor(Phi, *, tol=LOW_RANK_TOL, max_rank=None):
             res2 -= (Q[:, j] @ Phi) ** 2
             res2[p] = 0.0
             j += 1
+
+
+def truncated_factor(Phi, tol):
+    """``Q V``, the truncated SVD of ``Phi``: the singular values above ``tol`` times the largest.
+
+    Unlike :func:`low_rank_factor` this is an approximation: a model on it is
+    the RVM on the design ``Phi_k = Q V`` (Eckart-Young: the nearest rank-k
+    matrix to ``Phi`` in the spectral norm), whose columns differ from those
+    of ``Phi`` by at most ``s_{k+1} <= tol * s_1`` in norm.
+
+    Parameters
+    ----------
+    Phi : ndarray of shape (N, M)
+    tol : float
+        In (0, 1): the relative singular value below which directions are dropped.
+
+    Returns
+    -------
+    (Q, V)
+        ``Q`` of shape (N, k), the left singular vectors, and ``V = S_k V_k^T`` of
+        shape (k, M).
+    """
+    U, s, Vt = np.linalg.svd(np.asarray(Phi, dtype=float), full_matrices=False)
+    k = max(1, int(np.count_nonzero(s > tol * s[0])))
+    return np.ascontiguousarray(U[:, :k]), s[:k, None] * Vt[:k]
 
 
 def _residual_norms2(Phi, Q):

@@ -318,6 +318,8 @@ def model_identity(result, priors, identity=None, X=None, Phi=None):
         "basis_hash": h.hexdigest()[:16],
         "basis_hash_of": of if inputs is not None else "labels",
         "parameterization": str(result.stats.get("parameterization", "closed form")),
+        # build_model(low_rank=<float>): the truncation of the design (0: exact)
+        "design_tol": float(result.stats.get("design_tol", 0.0)),
     }
 
 

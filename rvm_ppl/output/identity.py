@@ -3,7 +3,8 @@
 Every InferenceData of the package carries the identity of the model its fit
 approximates in its attributes (:func:`rvm_ppl.output.idata.model_identity`):
 the likelihood, the hyperprior in the units the fit used, the basis (kernel
-and a hash of the labels and training inputs) and the parameterisation. The
+and a hash of the labels and training inputs, and any truncation of the
+design, ``design_tol``) and the parameterisation. The
 comparisons (:func:`~rvm_ppl.plotting.plot_alpha`,
 :func:`~rvm_ppl.output.tables.alpha_table`,
 :func:`~rvm_ppl.output.diagnostics.summary_table`,
@@ -143,7 +144,7 @@ def check_one_model(names, idatas):
     -----
     ModelMismatchWarning
         If the fits differ in likelihood, basis (kernel, candidate labels,
-        training inputs or design matrix) or hyperprior; the message names
+        training inputs, design matrix or its truncation) or hyperprior; the message names
         what differs and each fit's value.
     """
     names = list(names)
@@ -172,6 +173,7 @@ def check_one_model(names, idatas):
             record(f"basis ({'training inputs' if of == 'inputs' else 'design matrix'})",
                    [a.get("basis_hash") if a.get("basis_hash_of") == of else None
                     for a in attrs])
+    record("design matrix truncation (build_model's low_rank)", [a.get("design_tol") for a in attrs])
     priors = [_hyperprior(a) for a in attrs]
     hyper_differs = hyperpriors_differ(idatas)
     if hyper_differs:

@@ -438,7 +438,7 @@ def _result(method, model, spec, post, rng, *, stats, fit=None, sample_stats=Non
         gamma=gamma,
         relevant=gamma_relevance(gamma),
         stats={"parameterization": spec.parameterization,
-               "priors": json.dumps(spec.priors), **stats},
+               "priors": json.dumps(spec.priors), "design_tol": spec.design_tol, **stats},
         fit=fit or {},
         draws=draws,
         sample_stats=sample_stats,
