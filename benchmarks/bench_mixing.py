@@ -3,6 +3,8 @@
     python benchmarks/bench_mixing.py --seeds 0 1 --draws 3000      # nutpie, 4 chains
     python benchmarks/bench_mixing.py --sampler pymc --seeds 0
     python benchmarks/bench_mixing.py --from run0.nc run1.nc        # saved InferenceData
+    python benchmarks/bench_mixing.py --gamma 0.01 --draws 1000 --low-rank 1e-6 --save DIR
+    python benchmarks/bench_mixing.py --compare --from ref.nc other.nc ...  # W1 to ref.nc
 
 Boston housing, a random 481 / 25 split per seed (``bench_datasets.problem``),
 RBF ``gamma = 0.1`` by default (the width of ``bench_bayes.py --part
@@ -15,6 +17,14 @@ function where each occurs, and how the worst ``log alpha`` splits its mass
 between the low-alpha peak (below the median of the draws of every chain) and
 the rest. ``--save DIR`` keeps each run's InferenceData for ``--from``.
 One BLAS thread.
+
+``--low-rank TOL`` samples the RVM on the design's truncated SVD
+(``RVR(low_rank=TOL)``, :func:`rvm_ppl.model.marginal.truncated_factor`), a
+cheaper gradient on a nearby design. ``--compare`` reads saved runs (``--from``),
+the first the reference, and gives for each run its time, diagnostics and the
+1-Wasserstein distance of every basis's ``log10 alpha`` to the reference's
+(:func:`rvm_ppl.output.diagnostics.compare_to_reference`); a second run of the
+exact design with another seed shows what Monte Carlo error alone gives.
 """
 
 from __future__ import annotations
@@ -33,22 +43,56 @@ import numpy as np  # noqa: E402
 GAMMA = 0.1
 
 
-def _sample(seed, sampler, draws, save, gamma):
+def _sample(seed, sampler, draws, save, gamma, low_rank=None, state=None):
+    """One NUTS run on split ``seed`` (PyMC's seed ``state``, default ``seed``)."""
     from bench_datasets import problem
 
     from rvm_ppl import RVR
 
     _, X, y, _, _, _, gamma = problem("boston", seed, [gamma])
+    state = seed if state is None else state
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the table reports what SamplingWarning would
-        model = RVR(gamma=gamma, draws=draws, random_state=seed,
+        model = RVR(gamma=gamma, draws=draws, random_state=state, low_rank=low_rank,
                     sample_kwargs={"nuts_sampler": sampler}).fit(X, y, method="nuts")
     wall = time.perf_counter() - t0
     idata = model.idata_
+    idata.attrs["wall_s"] = wall
     if save:
-        idata.to_netcdf(os.path.join(save, f"boston_{sampler}_{seed}_{gamma:g}.nc"))
+        tag = "" if low_rank is None else f"_lowrank{low_rank:g}"
+        idata.to_netcdf(os.path.join(save, f"boston_{sampler}_{seed}_{state}_{gamma:g}{tag}.nc"))
     return f"{seed} ({sampler})", idata, wall
+
+
+def _compare(runs):
+    """Rows of ``--compare``: each run's cost, diagnostics and W1 of log10 alpha to the first."""
+    import arviz as az
+
+    from rvm_ppl.output.diagnostics import compare_to_reference
+
+    (_, ref, _), rows = runs[0], []
+    for label, idata, _ in runs:
+        log_alpha = np.log(idata.posterior["alpha"].values)
+        rhat = max(float(az.rhat(log_alpha[..., m])) for m in range(log_alpha.shape[-1]))
+        ess = min(float(az.ess(log_alpha[..., m], method="bulk"))
+                  for m in range(log_alpha.shape[-1]))
+        attrs = idata.attrs
+        tol = float(attrs.get("design_tol", 0.0))
+        rank = attrs.get("design_rank", "full")
+        if idata is ref:
+            w1 = ("(reference)", "", "")
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # a truncated design is another model: known here
+                table = compare_to_reference({"run": idata, "ref": ref}, reference="ref")
+            d = table[table["parameter"] == "log10_alpha"]["w1"].to_numpy(dtype=float)
+            w1 = (f"{np.mean(d):.3f}", f"{np.percentile(d, 90):.3f}", f"{np.max(d):.3f}")
+        rows.append((label, f"{tol:g}" if tol else "exact", rank,
+                     f"{attrs.get('wall_s', np.nan):.0f}", f"{attrs.get('sampling_time_s', np.nan):.0f}",
+                     int(idata.sample_stats["diverging"].values.sum()), f"{rhat:.3f}", f"{ess:.0f}",
+                     *w1))
+    return rows
 
 
 def _rows(label, idata, wall):
@@ -88,18 +132,32 @@ def main(argv=None):
     p.add_argument("--save", default=None, help="directory for each run's InferenceData")
     p.add_argument("--from", dest="files", nargs="+", default=None,
                    help="analyse saved InferenceData instead of sampling")
+    p.add_argument("--low-rank", type=float, default=None,
+                   help="sample on the design's truncated SVD at this relative singular value")
+    p.add_argument("--state", type=int, default=None, help="PyMC's seed (default: the split seed)")
+    p.add_argument("--compare", action="store_true",
+                   help="with --from: W1 of log10 alpha of each run to the first")
     from _common import add_results_argument, print_table, results_name, results_recorder, write_results
 
     add_results_argument(p)
     args = p.parse_args(argv)
-    results_recorder(results_name(__file__), argv=None if argv is None else [__file__, *argv], notes=args.note)
+    name = results_name(__file__, "truncation" if args.compare else None)
+    results_recorder(name, argv=None if argv is None else [__file__, *argv], notes=args.note)
 
     if args.files:
         import arviz as az
 
         runs = [(os.path.basename(f), az.from_netcdf(f), np.nan) for f in args.files]
     else:
-        runs = (_sample(s, args.sampler, args.draws, args.save, args.gamma) for s in args.seeds)
+        runs = (_sample(s, args.sampler, args.draws, args.save, args.gamma, args.low_rank,
+                        args.state) for s in args.seeds)
+    if args.compare:
+        title = ("Boston (481 points, M = 482), NUTS with 4 chains: the exact design against its "
+                 "truncated SVD; W1 of each basis's log10 alpha to the first run")
+        print_table(["run", "design", "rank", "wall s", "sampling s", "div.", "max r-hat",
+                     "min bulk ESS", "W1 mean", "W1 90 %", "W1 max"], _compare(runs), title=title)
+        write_results(args.out)
+        return
     rows = []
     for label, idata, wall in runs:
         rows.extend(_rows(label, idata, wall))

@@ -156,3 +156,26 @@ def test_posterior_predictive_at_new_inputs_keeps_the_fitted_precisions(caplog):
         pm.sample_posterior_predictive(idata, predictions=True, random_seed=0, progressbar=False)
     # Only the targets at the new inputs are drawn: alpha, beta and w come from the posterior.
     assert "Sampling: [y]" in caplog.text
+
+
+@pytest.mark.slow
+def test_the_estimators_low_rank_fits_the_truncated_design():
+    """RVR(low_rank=tol) passes tol to build_model: the fit is on the design's truncated SVD,
+    of the rank truncated_factor gives, and says so in its attributes."""
+    from rvm_ppl import RVR
+    from rvm_ppl.datasets.loaders import make_sinc
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
+    from rvm_ppl.model.marginal import truncated_factor
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y = make_sinc(30, random_state=0)
+    with pytest.warns(ConvergenceWarning, match="did not converge in 500"):  # a short run
+        fit = RVR(gamma=1 / 9, low_rank=1e-3, max_iter=500, draws=20, random_state=0,
+                  progressbar=False).fit(X, y, method="advi")
+    Phi = design_matrix(X, X, RBF(gamma=1 / 9))
+    Phi = np.hstack([np.ones((30, 1)), Phi])  # the bias first, as the estimator's basis
+    rank = truncated_factor(Phi, 1e-3)[0].shape[1]
+    assert rank < 29 and fit.idata_.attrs["design_tol"] == 1e-3
+    assert fit.idata_.attrs["design_rank"] == rank
+    assert RVR(gamma=1 / 9).get_params()["low_rank"] is None
