@@ -147,7 +147,8 @@ def main(argv=None):
     if args.files:
         import arviz as az
 
-        runs = [(os.path.basename(f), az.from_netcdf(f), np.nan) for f in args.files]
+        runs = [(os.path.splitext(os.path.basename(f))[0], az.from_netcdf(f), np.nan)
+                for f in args.files]
     else:
         runs = (_sample(s, args.sampler, args.draws, args.save, args.gamma, args.low_rank,
                         args.state) for s in args.seeds)
