@@ -320,8 +320,8 @@ def build_model(
         spectral norm. It makes a full-rank kernel of fast-falling spectrum
         cheap to sample (Boston's 482 RBF columns: rank 145 at ``1e-6``); the
         fits record ``tol`` (attribute ``design_tol``), and a comparison with
-        fits of the exact design warns. The Benchmarks page, section "Cost per
-        gradient", gives its cost and its accuracy against the exact design.
+        fits of the exact design warns. The Benchmarks page, section "On a
+        nearby design", gives its cost and its accuracy against the exact design.
     offset : array-like of shape (N,), optional
         ``"poisson"`` only: the known log exposure added to every log rate,
         as data ``"offset"``; to predict at new inputs set it with ``Phi``
