@@ -65,18 +65,23 @@ def _sample(seed, sampler, draws, save, gamma, low_rank=None, state=None):
     return f"{seed} ({sampler})", idata, wall
 
 
-def _compare(runs):
-    """Rows of ``--compare``: each run's cost, diagnostics and W1 of log10 alpha to the first."""
+def _rhat_ess(log_alpha):
+    """Split r-hat and bulk ESS of every basis's ``log alpha`` (chain, draw, basis)."""
     import arviz as az
 
+    M = log_alpha.shape[-1]
+    rhat = np.array([az.rhat(log_alpha[..., m]) for m in range(M)], dtype=float)
+    ess = np.array([az.ess(log_alpha[..., m], method="bulk") for m in range(M)], dtype=float)
+    return rhat, ess
+
+
+def _compare(runs):
+    """Rows of ``--compare``: each run's cost, diagnostics and W1 of log10 alpha to the first."""
     from rvm_ppl.output.diagnostics import compare_to_reference
 
     (_, ref, _), rows = runs[0], []
     for label, idata, _ in runs:
-        log_alpha = np.log(idata.posterior["alpha"].values)
-        rhat = max(float(az.rhat(log_alpha[..., m])) for m in range(log_alpha.shape[-1]))
-        ess = min(float(az.ess(log_alpha[..., m], method="bulk"))
-                  for m in range(log_alpha.shape[-1]))
+        rhat, ess = _rhat_ess(np.log(idata.posterior["alpha"].values))
         attrs = idata.attrs
         tol = float(attrs.get("design_tol", 0.0))
         rank = attrs.get("design_rank", "full")
@@ -89,15 +94,15 @@ def _compare(runs):
             d = table[table["parameter"] == "log10_alpha"]["w1"].to_numpy(dtype=float)
             w1 = (f"{np.mean(d):.3f}", f"{np.percentile(d, 90):.3f}", f"{np.max(d):.3f}")
         rows.append((label, f"{tol:g}" if tol else "exact", rank,
-                     f"{attrs.get('wall_s', np.nan):.0f}", f"{attrs.get('sampling_time_s', np.nan):.0f}",
-                     int(idata.sample_stats["diverging"].values.sum()), f"{rhat:.3f}", f"{ess:.0f}",
+                     f"{attrs.get('wall_s', np.nan):.0f}",
+                     f"{attrs.get('sampling_time_s', np.nan):.0f}",
+                     int(idata.sample_stats["diverging"].values.sum()), f"{np.nanmax(rhat):.3f}",
+                     f"{np.nanmin(ess):.0f}",
                      *w1))
     return rows
 
 
 def _rows(label, idata, wall):
-    import arviz as az
-
     log_alpha = np.log(idata.posterior["alpha"].values)  # (chain, draw, basis)
     names = idata.posterior["basis"].values
     n_draws = log_alpha.shape[1]
@@ -106,9 +111,7 @@ def _rows(label, idata, wall):
     rows = []
     for d in range(1000, n_draws + 1, 1000):
         part = log_alpha[:, :d]
-        rhat = np.array([az.rhat(part[..., m]) for m in range(part.shape[-1])], dtype=float)
-        ess = np.array([az.ess(part[..., m], method="bulk") for m in range(part.shape[-1])],
-                       dtype=float)
+        rhat, ess = _rhat_ess(part)
         worst = int(np.nanargmax(rhat))
         low = part[..., worst] < np.median(part[..., worst])
         per_chain = ", ".join(f"{f:.2f}" for f in low.mean(axis=1))

@@ -457,7 +457,7 @@ def build_model(
             # low rank k, in a k x k form (rvm_ppl.model.marginal).
             PtP = pm.Data("PhiT_Phi", Phi.T @ Phi)
             Pty = pm.Data("PhiT_y", Phi.T @ y)
-            factor = _marginal_factor(Phi, low_rank)
+            factor = _marginal_factor(Phi, low_rank, design_tol)
             if factor is None:
                 form, extra, logp = "dense", (), _dense_logp(_marginal_loglike())
                 w_data = (PtP, Pty)
@@ -588,17 +588,18 @@ def _design_tol(low_rank):
     return float(low_rank)
 
 
-def _marginal_factor(Phi, low_rank):
+def _marginal_factor(Phi, low_rank, design_tol=0.0):
     """``(Q, V)`` of :func:`low_rank_factor` if the marginal likelihood should use it, else None.
 
     Automatic (``low_rank=None``): the factor is sought up to the largest rank
     that :func:`use_low_rank` accepts, so a full-rank ``Phi`` costs at most
-    ``O(N M^2 / 3)`` once. A float: :func:`truncated_factor` at that tolerance.
+    ``O(N M^2 / 3)`` once. ``design_tol > 0`` (:func:`_design_tol` of a float
+    ``low_rank``): :func:`truncated_factor` at that tolerance.
     """
     if low_rank is False:
         return None
-    if _design_tol(low_rank):
-        return truncated_factor(Phi, low_rank)
+    if design_tol:
+        return truncated_factor(Phi, design_tol)
     N, M = Phi.shape
     max_rank = None
     if low_rank is None:
