@@ -24,7 +24,12 @@ cheaper gradient on a nearby design. ``--compare`` reads saved runs (``--from``)
 the first the reference, and gives for each run its time, diagnostics and the
 1-Wasserstein distance of every basis's ``log10 alpha`` to the reference's
 (:func:`rvm_ppl.output.diagnostics.compare_to_reference`); a second run of the
-exact design with another seed shows what Monte Carlo error alone gives.
+exact design with another seed shows what Monte Carlo error alone gives. For a
+run on a truncated design it adds the Pareto k-hat of the exact design's
+posterior against the one sampled, and the effective sample size of those
+importance weights (:func:`rvm_ppl.pymc_fitters.truncation.check_truncation`,
+at most ``CHECK_DRAWS`` draws), which ``RVR`` records in every NUTS fit on a
+truncated design. ``--low-rank auto`` is the estimator's default rule.
 """
 
 from __future__ import annotations
@@ -60,7 +65,7 @@ def _sample(seed, sampler, draws, save, gamma, low_rank=None, state=None):
     idata = model.idata_
     idata.attrs["wall_s"] = wall
     if save:
-        tag = "" if low_rank is None else f"_lowrank{low_rank:g}"
+        tag = "" if low_rank is None else f"_lowrank{low_rank:g}" if low_rank != "auto" else "_auto"
         idata.to_netcdf(os.path.join(save, f"boston_{sampler}_{seed}_{state}_{gamma:g}{tag}.nc"))
     return f"{seed} ({sampler})", idata, wall
 
@@ -75,8 +80,42 @@ def _rhat_ess(log_alpha):
     return rhat, ess
 
 
-def _compare(runs):
-    """Rows of ``--compare``: each run's cost, diagnostics and W1 of log10 alpha to the first."""
+def _low_rank(value):
+    """``--low-rank``: "auto" or a float."""
+    return value if value == "auto" else float(value)
+
+
+def _design_check(idata, tol, seed, gamma):
+    """``(k-hat, IS ESS)`` of a truncated run against the exact design: the fit's, or computed.
+
+    Runs saved before the fits recorded their check get it here, with the
+    models rebuilt from split ``seed`` at ``gamma`` (the estimator's design:
+    the bias, then the kernel columns; the hyperprior in the fit's units).
+    """
+    import json
+
+    from bench_datasets import problem
+
+    from rvm_ppl import build_model
+    from rvm_ppl.kernels.kernel import RBF, design_matrix
+    from rvm_ppl.pymc_fitters.truncation import check_truncation
+
+    if "design_khat" in idata.attrs:
+        return float(idata.attrs["design_khat"]), float(idata.attrs["design_ess"])
+    _, X, y, _, _, _, gamma = problem("boston", seed, [gamma])
+    if not np.array_equal(X, idata.constant_data["X"].values):
+        raise ValueError("--compare: a run of another split or scaling; pass its --seeds.")
+    Phi = design_matrix(X, X, RBF(gamma=gamma))  # the bias, then the kernel columns
+    priors = json.loads(idata.attrs["hyperprior"])
+    models = [build_model(Phi, y, priors=priors, low_rank=lr) for lr in (None, tol)]
+    post = idata.posterior
+    check = check_truncation(*models, post["alpha"].values, post["beta"].values)
+    return check.khat, check.ess
+
+
+def _compare(runs, seed, gamma):
+    """Rows of ``--compare``: each run's cost, diagnostics, W1 of log10 alpha to the first,
+    and for a truncated design the Pareto k-hat of the exact posterior against it."""
     from rvm_ppl.output.diagnostics import compare_to_reference
 
     (_, ref, _), rows = runs[0], []
@@ -93,12 +132,16 @@ def _compare(runs):
                 table = compare_to_reference({"run": idata, "ref": ref}, reference="ref")
             d = table[table["parameter"] == "log10_alpha"]["w1"].to_numpy(dtype=float)
             w1 = (f"{np.mean(d):.3f}", f"{np.percentile(d, 90):.3f}", f"{np.max(d):.3f}")
+        check = ("", "")
+        if tol:
+            khat, ess_is = _design_check(idata, tol, seed, gamma)
+            check = (f"{khat:.2f}", f"{ess_is:.0f}")
         rows.append((label, f"{tol:g}" if tol else "exact", rank,
                      f"{attrs.get('wall_s', np.nan):.0f}",
                      f"{attrs.get('sampling_time_s', np.nan):.0f}",
                      int(idata.sample_stats["diverging"].values.sum()), f"{np.nanmax(rhat):.3f}",
                      f"{np.nanmin(ess):.0f}",
-                     *w1))
+                     *w1, *check))
     return rows
 
 
@@ -135,8 +178,9 @@ def main(argv=None):
     p.add_argument("--save", default=None, help="directory for each run's InferenceData")
     p.add_argument("--from", dest="files", nargs="+", default=None,
                    help="analyse saved InferenceData instead of sampling")
-    p.add_argument("--low-rank", type=float, default=None,
-                   help="sample on the design's truncated SVD at this relative singular value")
+    p.add_argument("--low-rank", type=_low_rank, default=None,
+                   help="sample on the design's truncated SVD at this relative singular value, "
+                        "or 'auto' (the estimator's default rule)")
     p.add_argument("--state", type=int, default=None, help="PyMC's seed (default: the split seed)")
     p.add_argument("--compare", action="store_true",
                    help="with --from: W1 of log10 alpha of each run to the first")
@@ -159,7 +203,8 @@ def main(argv=None):
         title = ("Boston (481 points, M = 482), NUTS with 4 chains: the exact design against its "
                  "truncated SVD; W1 of each basis's log10 alpha to the first run")
         print_table(["run", "design", "rank", "wall s", "sampling s", "div.", "max r-hat",
-                     "min bulk ESS", "W1 mean", "W1 90 %", "W1 max"], _compare(runs), title=title)
+                     "min bulk ESS", "W1 mean", "W1 90 %", "W1 max", "k-hat", "IS ESS"],
+                    _compare(list(runs), args.seeds[0], args.gamma), title=title)
         write_results(args.out)
         return
     rows = []

@@ -178,4 +178,4 @@ def test_the_estimators_low_rank_fits_the_truncated_design():
     rank = truncated_factor(Phi, 1e-3)[0].shape[1]
     assert rank < 29 and fit.idata_.attrs["design_tol"] == 1e-3
     assert fit.idata_.attrs["design_rank"] == rank
-    assert RVR(gamma=1 / 9).get_params()["low_rank"] is None
+    assert RVR(gamma=1 / 9).get_params()["low_rank"] == "auto"

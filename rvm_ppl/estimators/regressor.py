@@ -87,14 +87,20 @@ class RVR(RegressorMixin, _RVMBase):
         fixed one when ``fit_noise=False``. Default ``0.1 * std(y)``.
     fit_noise : bool
         Re-estimate the noise (evidence method).
-    low_rank : bool, float or None
+    low_rank : "auto", bool, float or None
         advi and nuts: the form of the marginal likelihood,
-        :func:`rvm_ppl.model.build.build_model`'s ``low_rank``. None (default)
-        and True/False choose between two exact forms; a float ``tol`` in
-        (0, 1) fits the RVM on the design's truncated SVD (the singular values
-        above ``tol`` times the largest), an approximation for a cheaper
-        gradient where the kernel matrix has full rank and a fast-falling
-        spectrum, recorded in ``idata_.attrs["design_tol"]``.
+        :func:`rvm_ppl.model.build.build_model`'s ``low_rank``. None and
+        True/False choose between two exact forms; a float ``tol`` in (0, 1)
+        fits the RVM on the design's truncated SVD (the singular values above
+        ``tol`` times the largest), an approximation for a cheaper gradient
+        where the kernel matrix has full rank and a fast-falling spectrum,
+        recorded in ``idata_.attrs["design_tol"]``. NUTS on a truncated design
+        is checked on its draws against the exact one (Pareto k-hat,
+        ``idata_.attrs["design_khat"]``; :mod:`rvm_ppl.pymc_fitters.truncation`).
+        "auto" (default): advi, and nuts on small designs, as None; nuts on
+        large designs of fast-falling spectrum truncated at ``1e-6``
+        (:func:`~rvm_ppl.pymc_fitters.truncation.auto_tolerance`), and on the
+        exact design again, with a warning, if the check fails.
     Method: how the posterior is found
     method : {"evidence", "vb", "advi", "nuts"}
         Fitting method. ``fit(X, y, method=...)`` fits by another one and
@@ -240,7 +246,7 @@ class RVR(RegressorMixin, _RVMBase):
         "fit_noise": ["boolean"],
         "solver": [StrOptions({"fast", "full"})],
         "compiled": [StrOptions({"auto"}), "boolean"],
-        "low_rank": ["boolean", Interval(Real, 0, 1, closed="neither"), None],
+        "low_rank": [StrOptions({"auto"}), "boolean", Interval(Real, 0, 1, closed="neither"), None],
     }
 
     def __init__(
@@ -262,7 +268,7 @@ class RVR(RegressorMixin, _RVMBase):
         beta_rate=None,
         noise_std=None,
         fit_noise=True,
-        low_rank=None,
+        low_rank="auto",
         # the method
         method="evidence",
         max_iter=None,

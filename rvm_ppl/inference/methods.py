@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -341,6 +342,8 @@ def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, rand
     """
     from rvm_ppl.pymc_fitters import advi
 
+    if (model_kw or {}).get("low_rank") == "auto":  # the exact design: see fit_nuts
+        model_kw = {**model_kw, "low_rank": None}
     model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
     return advi.advi_result(model, n=max_iter, tol=tol, draws=draws, random_seed=random_seed,
                             **(sample_kwargs or {}))
@@ -351,12 +354,54 @@ def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, rando
     """NUTS on the PyMC model (:func:`rvm_ppl.pymc_fitters.nuts.fit_nuts`).
 
     The categorical likelihood gives one result per class.
+
+    A model on a truncated design (``model_kw["low_rank"]`` a float) is
+    checked on its draws against the exact design
+    (:func:`rvm_ppl.pymc_fitters.truncation.check_truncation`); the fit
+    records the Pareto k-hat (``design_khat``), and a k-hat above
+    ``KHAT_OK`` warns. ``low_rank="auto"`` truncates where
+    :func:`~rvm_ppl.pymc_fitters.truncation.auto_tolerance` says it pays,
+    and samples the exact design again, with a warning, when the check fails.
     """
-    from rvm_ppl.pymc_fitters import nuts
+    from rvm_ppl.model.build import model_spec
+    from rvm_ppl.output.diagnostics import KHAT_OK, ApproximationWarning
+    from rvm_ppl.pymc_fitters import nuts, truncation
+
+    model_kw = dict(model_kw or {})
+    auto = model_kw.get("low_rank") == "auto"
+    if auto:
+        model_kw["low_rank"] = (truncation.auto_tolerance(dense_phi(basis, "method='nuts'"))
+                                if likelihood == "gaussian" else None)
+
+    def sample(model):
+        return nuts.nuts_result(model, draws=draws, tune=tune, chains=chains,
+                                random_seed=random_seed, **(sample_kwargs or {}))
 
     model = _sampling_model(basis, y, labels, likelihood, priors, model_kw)
-    return nuts.nuts_result(model, draws=draws, tune=tune, chains=chains,
-                            random_seed=random_seed, **(sample_kwargs or {}))
+    result = sample(model)
+    tol = model_spec(model).design_tol
+    if not tol:
+        return result
+    start = time.perf_counter()
+    exact = _sampling_model(basis, y, labels, likelihood, priors, {**model_kw, "low_rank": None})
+    check = truncation.check_truncation(exact, model, *(result.draws[k] for k in ("alpha", "beta")))
+    stats = {**result.stats, **truncation.truncation_stats(check),
+             "design_check_s": time.perf_counter() - start}
+    if check.khat <= KHAT_OK:
+        return replace(result, stats=stats)
+    moved = (f"NUTS on the design truncated at low_rank={tol:g} "
+             f"(rank {result.stats['design_rank']}) moved the posterior: the Pareto k-hat of "
+             f"the exact design's posterior against it is {check.khat:.2f} > {KHAT_OK}")
+    if not auto:
+        warnings.warn(moved + "; these are draws of the truncated model. Use a smaller "
+                      "low_rank, or low_rank=None for the exact design.", ApproximationWarning,
+                      stacklevel=4)
+        return replace(result, stats=stats)
+    warnings.warn(moved + "; sampling the exact design instead (low_rank='auto').",
+                  ApproximationWarning, stacklevel=4)
+    result = sample(exact)
+    return replace(result, stats={
+        **result.stats, "design_check": f"rejected low_rank={tol:g} (k-hat {check.khat:.2f})"})
 
 
 FIT_METHODS = MappingProxyType(

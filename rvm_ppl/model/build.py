@@ -131,10 +131,10 @@ from rvm_ppl.model.conditional import (
 )
 from rvm_ppl.model.marginal import dense_marginal_loglike as _marginal_loglike
 from rvm_ppl.model.marginal import (
+    automatic_factor,
     low_rank_factor,
     lowrank_marginal_loglike,
     truncated_factor,
-    use_low_rank,
 )
 from rvm_ppl.model.transforms import rotation_class, scaled_asinh_class
 
@@ -591,22 +591,17 @@ def _design_tol(low_rank):
 def _marginal_factor(Phi, low_rank, design_tol=0.0):
     """``(Q, V)`` of :func:`low_rank_factor` if the marginal likelihood should use it, else None.
 
-    Automatic (``low_rank=None``): the factor is sought up to the largest rank
-    that :func:`use_low_rank` accepts, so a full-rank ``Phi`` costs at most
-    ``O(N M^2 / 3)`` once. ``design_tol > 0`` (:func:`_design_tol` of a float
-    ``low_rank``): :func:`truncated_factor` at that tolerance.
+    Automatic (``low_rank=None``): :func:`automatic_factor`. ``design_tol > 0``
+    (:func:`_design_tol` of a float ``low_rank``): :func:`truncated_factor` at
+    that tolerance.
     """
     if low_rank is False:
         return None
     if design_tol:
         return truncated_factor(Phi, design_tol)
-    N, M = Phi.shape
-    max_rank = None
     if low_rank is None:
-        max_rank = max((k for k in range(1, min(N, M) + 1) if use_low_rank(N, M, k)), default=0)
-        if max_rank == 0:
-            return None
-    factor = low_rank_factor(Phi, max_rank=max_rank)
+        return automatic_factor(Phi)
+    factor = low_rank_factor(Phi)
     if low_rank and factor is None:
         raise ValueError("low_rank=True, but Phi has no low-rank factor Q V reproducing it to "
                          "1e-12 of its largest column norm; use low_rank=None or False.")

@@ -137,6 +137,19 @@ def _checked_low_rank(Phi, Q, tol, scale2):
     return None
 
 
+def automatic_factor(Phi):
+    """The exact factor ``Q V`` of ``Phi`` that ``build_model(low_rank=None)`` uses, or None.
+
+    :func:`low_rank_factor` sought up to the largest rank that
+    :func:`use_low_rank` accepts (so a full-rank ``Phi`` costs at most
+    ``O(N M^2 / 3)`` once); None where there is no such rank or factor: the
+    M x M form is then the cheaper exact one.
+    """
+    N, M = Phi.shape
+    max_rank = max((k for k in range(1, min(N, M) + 1) if use_low_rank(N, M, k)), default=0)
+    return low_rank_factor(Phi, max_rank=max_rank) if max_rank else None
+
+
 def use_low_rank(N, M, k):
     """Whether the low-rank form of rank ``k`` pays for an N x M design matrix.
 

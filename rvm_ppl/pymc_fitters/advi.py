@@ -211,6 +211,20 @@ def _functions(model, point, var_names, compile_mode):
     )
 
 
+def compiled_log_density(model, compile_mode=COMPILE_MODE):
+    """``(logp, layout)``: the model's log density at a flat vector of its free variables.
+
+    ``logp(x)`` is the log density with the Jacobians of the transforms at
+    ``x`` in PyMC's unconstrained space, from the compiled functions of
+    :func:`_functions` (kept for models of one structure) with ``model``'s
+    data; ``layout`` lists ``(name, shape, slice)`` of each value variable in ``x``.
+    """
+    fns = _functions(model, model.initial_point(), [], compile_mode)
+    data = data_values(model, fns.data_names)
+    return (lambda x: float(fns.logp_grad(np.ascontiguousarray(x, dtype=float), *data)[0]),
+            fns.layout)
+
+
 def _softplus(r):
     return np.logaddexp(0.0, r)
 
