@@ -212,17 +212,25 @@ def _functions(model, point, var_names, compile_mode):
 
 
 def compiled_log_density(model, compile_mode=COMPILE_MODE):
-    """``(logp, layout)``: the model's log density at a flat vector of its free variables.
+    """``(logp, layout)``: the model's log density at flat vectors of its free variables.
 
-    ``logp(x)`` is the log density with the Jacobians of the transforms at
-    ``x`` in PyMC's unconstrained space, from the compiled functions of
-    :func:`_functions` (kept for models of one structure) with ``model``'s
-    data; ``layout`` lists ``(name, shape, slice)`` of each value variable in ``x``.
+    ``logp(X)`` is the log density with the Jacobians of the transforms at
+    each row of ``X``, in PyMC's unconstrained space, from the compiled
+    functions of :func:`_functions` (kept for models of one structure) with
+    ``model``'s data, compiled and run under the settings of every PyMC fit
+    (:func:`~rvm_ppl.pymc_fitters.results._compilation`); ``layout`` lists
+    ``(name, shape, slice)`` of each value variable in a row.
     """
-    fns = _functions(model, model.initial_point(), [], compile_mode)
+    with _compilation():
+        fns = _functions(model, model.initial_point(), [], compile_mode)
     data = data_values(model, fns.data_names)
-    return (lambda x: float(fns.logp_grad(np.ascontiguousarray(x, dtype=float), *data)[0]),
-            fns.layout)
+
+    def logp(X):
+        with _compilation():  # Numba compiles at the first call
+            return np.array([float(fns.logp_grad(np.ascontiguousarray(x, dtype=float), *data)[0])
+                             for x in X])
+
+    return logp, fns.layout
 
 
 def _softplus(r):
