@@ -111,11 +111,14 @@ def _sinc_model(n, scale, seed=0):
 
 
 @pytest.mark.slow
-def test_advi_compiles_once_for_data_sets_of_one_size_whatever_their_scale():
+def test_advi_compiles_once_for_data_sets_of_one_size_whatever_their_scale(monkeypatch, tmp_path):
     """A second data set (other values, targets 100 times larger) reuses the compiled
-    functions and gives the numbers a fresh compilation gives."""
+    functions and gives the numbers a fresh compilation gives; so does a later process,
+    which loads them from the disk (here: the process's store emptied)."""
     from rvm_ppl import fit_advi
 
+    store = {"dir": tmp_path / "a"}
+    monkeypatch.setattr(compiled, "store_directory", lambda: str(store["dir"]))  # empty at first
     kw = dict(n=2000, window=250, draws=50, random_seed=3)
     first, _, _ = _sinc_model(30, 1.0, seed=0)
     fit_advi(first, **kw)
@@ -125,10 +128,21 @@ def test_advi_compiles_once_for_data_sets_of_one_size_whatever_their_scale():
     after = compiled.compile_counts()
     assert after["reused"] == before["reused"] + 1 and after["compiled"] == before["compiled"]
     compiled.clear()
+    store["dir"] = tmp_path / "b"  # nothing stored: compiled afresh
     fresh = fit_advi(_sinc_model(30, 100.0, seed=1)[0], **kw)
     assert compiled.compile_counts()["compiled"] == after["compiled"] + 1
     np.testing.assert_array_equal(reused.posterior["alpha"].values, fresh.posterior["alpha"].values)
     np.testing.assert_array_equal(reused.fit["elbo"].values, fresh.fit["elbo"].values)
+    # What a later process sees: nothing kept in memory, the stored functions on disk.
+    assert len(list((tmp_path / "a").glob("functions-*.pkl"))) == 1
+    compiled.clear()
+    store["dir"] = tmp_path / "a"  # what the first fit stored
+    counts = compiled.compile_counts()
+    loaded = fit_advi(_sinc_model(30, 100.0, seed=1)[0], **kw)
+    assert compiled.compile_counts()["loaded"] == counts["loaded"] + 1
+    assert compiled.compile_counts()["compiled"] == counts["compiled"]
+    np.testing.assert_array_equal(loaded.posterior["alpha"].values, fresh.posterior["alpha"].values)
+    np.testing.assert_array_equal(loaded.fit["elbo"].values, fresh.fit["elbo"].values)
 
 
 @pytest.mark.slow

@@ -113,3 +113,17 @@ def test_the_fits_compile_without_asking_for_a_c_blas(monkeypatch):
     np.testing.assert_array_equal(f(np.ones(3), np.arange(3.0), np.array(2.0)), [1.0, -1.0, -3.0])
     with pytest.raises(AssertionError, match="blas__ldflags"):
         pytensor.function([z, y, a], graph, mode="NUMBA")
+
+
+def test_a_damaged_or_unpicklable_store_entry_means_compiling_afresh(monkeypatch, tmp_path):
+    monkeypatch.setattr(compiled, "store_directory", lambda: str(tmp_path))
+    key = "f" * 64
+    assert compiled._load(key) is None  # nothing stored
+    kept = compiled._store(key, {"a": np.arange(3)})
+    assert compiled._load(key)["a"].tolist() == [0, 1, 2] and kept["a"].tolist() == [0, 1, 2]
+    (path,) = tmp_path.glob("functions-*.pkl")
+    path.write_bytes(b"not a pickle")
+    assert compiled._load(key) is None
+    unpicklable = {"f": lambda x: x}  # like an operation defined inside a function
+    assert compiled._store("e" * 64, unpicklable) is unpicklable
+    assert len(list(tmp_path.glob("functions-*"))) == 1 and not list(tmp_path.glob("*.tmp"))

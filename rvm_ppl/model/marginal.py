@@ -165,6 +165,40 @@ def use_low_rank(N, M, k):
     return 4.0 * k * k * (M + k) + 4.0 * N * k <= LOW_RANK_MAX_COST * (2.0 / 3.0) * M**3
 
 
+def _gradient_op_class():
+    """``RVMMarginalLogp``, an OpFromGraph whose gradient is its outputs 1, 2, ...
+
+    Made once, on first use (the module imports PyTensor lazily), and bound
+    to this module's name ``RVMMarginalLogp`` (module ``__getattr__``), so
+    that compiled functions holding it can be pickled and unpickled
+    (:mod:`rvm_ppl.pymc_fitters.compiled` keeps them across processes).
+    """
+    if "RVMMarginalLogp" in globals():
+        return globals()["RVMMarginalLogp"]
+    from pytensor.compile.builders import OpFromGraph
+    from pytensor.gradient import DisconnectedType, grad_not_implemented
+
+    class RVMMarginalLogp(OpFromGraph):
+        """Outputs ``(logp, d logp / d t, d logp / d alpha, d logp / d beta)``."""
+
+        n_data = 2  # trailing inputs that are data, not differentiated (set per instance)
+
+        def L_op(self, inputs, outputs, output_grads):
+            g = output_grads[0]
+            if not all(isinstance(og.type, DisconnectedType) for og in output_grads[1:]):
+                return [grad_not_implemented(self, k, x, "second derivatives")
+                        for k, x in enumerate(inputs)]
+            n_par = len(inputs) - self.n_data
+            data = [grad_not_implemented(self, k, inputs[k], "the basis is data")
+                    for k in range(n_par, len(inputs))]
+            return [g * outputs[1 + k] for k in range(n_par)] + data
+
+    RVMMarginalLogp.__module__ = __name__
+    RVMMarginalLogp.__qualname__ = "RVMMarginalLogp"
+    globals()["RVMMarginalLogp"] = RVMMarginalLogp
+    return RVMMarginalLogp
+
+
 def _gradient_op(value_and_gradient, inputs, n_data):
     """An inlined OpFromGraph of ``value_and_gradient`` whose gradient is its outputs 1, 2, ...
 
@@ -173,23 +207,9 @@ def _gradient_op(value_and_gradient, inputs, n_data):
     Once inlined, the value and the gradient share their intermediate results
     (one factorisation); the gradient outputs have no derivatives of their own.
     """
-    from pytensor.compile.builders import OpFromGraph
-    from pytensor.gradient import DisconnectedType, grad_not_implemented
-
-    class RVMMarginalLogp(OpFromGraph):
-        """Outputs ``(logp, d logp / d t, d logp / d alpha, d logp / d beta)``."""
-
-        def L_op(self, inputs, outputs, output_grads):
-            g = output_grads[0]
-            if not all(isinstance(og.type, DisconnectedType) for og in output_grads[1:]):
-                return [grad_not_implemented(self, k, x, "second derivatives")
-                        for k, x in enumerate(inputs)]
-            n_par = len(inputs) - n_data
-            data = [grad_not_implemented(self, k, inputs[k], "the basis is data")
-                    for k in range(n_par, len(inputs))]
-            return [g * outputs[1 + k] for k in range(n_par)] + data
-
-    return RVMMarginalLogp(inputs, value_and_gradient(*inputs), inline=True)
+    op = _gradient_op_class()(inputs, value_and_gradient(*inputs), inline=True)
+    op.n_data = n_data
+    return op
 
 
 def _as_float64(*args):
@@ -469,3 +489,10 @@ def _rows(A, x):
     ``x`` may be one vector, shared by every matrix.
     """
     return np.matmul(A, x[..., None])[..., 0] if x.ndim > 1 else A @ x
+
+
+def __getattr__(name):
+    # RVMMarginalLogp is made on first use (PyTensor is imported lazily); unpickling asks here.
+    if name == "RVMMarginalLogp":
+        return _gradient_op_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
