@@ -14,8 +14,8 @@ process that fits twice:
 - "new process, caches filled": a process started after such a run, timed
   from its start (interpreter, imports, data) to the end of its first fit;
 - "process k": the same for the ``--later``-th process after the cold one
-  (default the 4th process): the caches of PyTensor and Numba keep filling
-  over the first few processes, and a user's later sessions start from there;
+  (default the 4th process), in case PyTensor's and Numba's caches fill over
+  several processes;
 - "warm process": the second fit of the same process.
 
 Each cell is the median of ``--runs`` runs (with the range). Part ``step``:
