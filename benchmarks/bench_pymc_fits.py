@@ -88,9 +88,10 @@ def worker_step(cfg, _):
     model = _sampling_model(Phi, y, basis_labels(len(X), bias=True), likelihood, None)
     spec = model.rvm_spec
     with _compilation():
-        fns = advi._functions(model, _trace_var_names(model, spec), COMPILE_MODE)
+        point = model.initial_point()
+        fns = advi._functions(model, point, _trace_var_names(model, spec), COMPILE_MODE)
         data = data_values(model, fns.data_names)
-        q = advi._Gaussian(advi._start(model, fns), fullrank=False)
+        q = advi._Gaussian(advi._start(point, fns), fullrank=False)
         x = q.draw(np.zeros(q.d))
 
         def per_call(f, n):
