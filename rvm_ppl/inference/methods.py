@@ -367,11 +367,13 @@ def fit_nuts(basis, y, *, labels, likelihood, priors, draws, tune, chains, rando
     from rvm_ppl.output.diagnostics import KHAT_OK, ApproximationWarning
     from rvm_ppl.pymc_fitters import nuts, truncation
 
+    # The design once, for the rule, the model and the check's exact model.
+    basis = dense_phi(basis, "method='nuts'")
     model_kw = dict(model_kw or {})
     auto = model_kw.get("low_rank") == "auto"
     if auto:
-        model_kw["low_rank"] = (truncation.auto_tolerance(dense_phi(basis, "method='nuts'"))
-                                if likelihood == "gaussian" else None)
+        model_kw["low_rank"] = (truncation.auto_tolerance(basis) if likelihood == "gaussian"
+                                else None)
 
     def sample(model):
         return nuts.nuts_result(model, draws=draws, tune=tune, chains=chains,

@@ -262,9 +262,7 @@ def _load(key):
     try:
         with open(path, "rb") as f:
             return pickle.load(f)  # noqa: S301 - written by _store, in PyTensor's compiledir
-    except FileNotFoundError:
-        return None
-    except Exception:  # noqa: BLE001 - a stale or damaged file: compile afresh
+    except Exception:  # noqa: BLE001 - none, or a stale or damaged file: compile afresh
         return None
 
 
