@@ -171,3 +171,54 @@ def test_with_data_the_callbacks_read_the_new_arrays_at_their_shapes(compiled):
     assert _logp(new, x)[1] != _logp(compiled, x)[1]  # the new data were used
     assert not np.array_equal(_run(new, 2).posterior["beta"].values,
                               _run(compiled, 2).posterior["beta"].values)
+
+
+def test_callbacks_kept_on_disk_are_loaded_and_sample_the_same_draws(compiled, tmp_path,
+                                                                      monkeypatch):
+    # Kept in a folder of its own: compiled and saved once, then loaded by a new compilation
+    # (as in a new process), and the loaded machine code returns the same values bit for bit.
+    import pymc as pm
+    import pytensor
+
+    from rvm_ppl.pymc_fitters import callbacks
+
+    def build(n_basis):
+        rng = np.random.default_rng(0)
+        with pm.Model() as model:
+            phi = pm.Data("Phi", rng.normal(size=(10, n_basis)))
+            alpha = pm.Gamma("alpha", 1.0, 1.0, shape=n_basis)
+            w = pm.Normal("w", 0.0, alpha**-0.5, shape=n_basis)
+            pm.Normal("y", phi @ w, 1.0, observed=rng.normal(size=10))
+        with pytensor.config.change_flags(numba__fastmath=False):
+            return callbacks.compile_pymc_model(model, cache_dir=str(tmp_path), backend="numba")
+
+    def hits(c):
+        return c.compiled_logp_func.cache_hits, c.compiled_expand_func.cache_hits
+
+    saved = build(3)
+    assert hits(saved) == (0, 0) and len(list(tmp_path.glob("*.nbi"))) == 2
+    loaded = build(3)
+    assert hits(loaded) == (1, 1)
+    x = np.random.default_rng(2).normal(size=(30, saved.n_dim))
+    for point in x:
+        for c in (saved, loaded):
+            _assert_callbacks_return_the_reference(c, point)
+    np.testing.assert_array_equal(_logp(saved, x[0])[2], _logp(loaded, x[0])[2])
+    np.testing.assert_array_equal(_run(saved, 3).posterior["alpha"].values,
+                                  _run(loaded, 3).posterior["alpha"].values)
+    # Another number of free variables is another key: compiled, not the kept code.
+    other = build(4)
+    assert hits(other) == (0, 0) and len(list(tmp_path.glob("*.nbi"))) == 4
+    # A damaged entry: dropped, and the callbacks compiled afresh (kept again by the next).
+    damaged = min(tmp_path.glob("callbacks._logp_template-*.nbc"), key=lambda p: p.stat().st_mtime)
+    damaged.write_bytes(b"damaged")
+    afresh = build(3)
+    assert hits(afresh) == (0, 0) and not damaged.exists()
+    np.testing.assert_array_equal(_logp(afresh, x[0])[2], _logp(saved, x[0])[2])
+    assert hits(build(3)) == (0, 1) and hits(build(3)) == (1, 1)
+    # Where PyTensor keeps no key for its function, the callbacks are compiled and not kept.
+    monkeypatch.setattr(callbacks, "_pytensor_key", lambda jitted: None)
+    n_files = len(list(tmp_path.iterdir()))
+    unkept = build(5)
+    assert hits(unkept) == (0, 0) and len(list(tmp_path.iterdir())) == n_files
+    assert _assert_callbacks_return_the_reference(unkept, np.zeros(unkept.n_dim))[0] == 0
