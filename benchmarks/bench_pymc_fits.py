@@ -18,6 +18,11 @@ process that fits twice:
   several processes;
 - "warm process": the second fit of the same process.
 
+Python reads and writes its bytecode cache (``__pycache__``) as it does by
+default, whatever ``PYTHONDONTWRITEBYTECODE`` says in the calling shell: pip
+compiles an installed package's bytecode when it installs it, so a user's new
+process does not compile the package's source (about 0.25 s).
+
 Each cell is the median of ``--runs`` runs (with the range). Part ``step``:
 one process per problem; the log density and gradient as ADVI compiles them,
 ADVI's iteration (:func:`rvm_ppl.pymc_fitters.advi._optimise`), and PyMC's own
@@ -123,9 +128,10 @@ WORKERS = {"first": worker_first, "step": worker_step}
 
 
 def _run(kind, cfg, env):
+    env = {**os.environ, **ONE_THREAD, **env}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # Python's bytecode cache as by default
     proc = subprocess.run([sys.executable, __file__, "--worker", kind, json.dumps(cfg)],
-                          capture_output=True, text=True, env={**os.environ, **ONE_THREAD, **env},
-                          timeout=1800)
+                          capture_output=True, text=True, env=env, timeout=1800)
     lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
     if proc.returncode or not lines:
         raise RuntimeError(f"{kind} {cfg}: {proc.stderr[-2000:]}")
