@@ -415,3 +415,29 @@ def test_low_rank_fit_predicts_through_g_and_round_trips(tmp_path):
     m.to_netcdf(path)
     for loaded in (RVR.from_netcdf(path), pickle.loads(pickle.dumps(m))):
         np.testing.assert_array_equal(loaded.predict(Xt, return_std=True), (mean, std))
+
+
+def test_the_economic_qr_op_gives_pytensors_factors_bit_for_bit():
+    # rvm_ppl.model.qr replaces pt.linalg.qr(mode="economic") in the low-rank marginal for
+    # its compile time; every backend must give the same factors, here on matrices whose
+    # columns span 1e-9 to 1e9 as B's do where some alpha is tiny, and NaN for NaN.
+    import pytensor
+    import pytensor.tensor as pt
+
+    from rvm_ppl.model.qr import economic_qr
+
+    x = pt.matrix("x")
+    rng = np.random.default_rng(0)
+    matrices = [rng.normal(size=shape) * np.exp(rng.normal(0.0, 7.0, size=shape[1]))
+                for shape in ((60, 12), (13, 13), (4, 7))]
+    for mode in ("NUMBA", "FAST_COMPILE"):
+        ours = pytensor.function([x], list(economic_qr(x)), mode=mode)
+        theirs = pytensor.function([x], list(pt.linalg.qr(x, mode="economic")), mode=mode)
+        for A in matrices:
+            Q, R = ours(A)
+            for got, want in zip((Q, R), theirs(A)):
+                np.testing.assert_array_equal(got, want)
+            np.testing.assert_allclose(Q @ R, A, rtol=1e-12, atol=1e-12 * np.abs(A).max())
+        A = matrices[0].copy()
+        A[3, 2] = np.nan
+        assert all(np.isnan(f).any() for f in ours(A))

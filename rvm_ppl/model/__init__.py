@@ -4,8 +4,9 @@
 :mod:`~rvm_ppl.model.categorical`); :mod:`~rvm_ppl.model.marginal` holds the marginal
 likelihood ops (w integrated out), :mod:`~rvm_ppl.model.conditional` the marginal
 regression's weights (prior draws, conditional density, whitened scale),
-:mod:`~rvm_ppl.model.transforms` the sampling scales and :mod:`~rvm_ppl.model.trtri` a
-LAPACK triangular inverse as a PyTensor op. No inference here.
+:mod:`~rvm_ppl.model.transforms` the sampling scales, :mod:`~rvm_ppl.model.trtri` a
+LAPACK triangular inverse and :mod:`~rvm_ppl.model.qr` an economic QR factorisation as
+PyTensor ops. No inference here.
 """
 
 from rvm_ppl.model.build import (
