@@ -1,15 +1,15 @@
 """The economic QR factorisation as a PyTensor op (LAPACK ``dgeqrf`` and ``dorgqr``).
 
-PyTensor's own ``QR`` runs, in its Numba backend, a routine that Numba compiles
-in about 9 s, in every first fit on a machine (or with an empty cache) of a
+PyTensor's own ``QR`` runs, in its Numba backend, a routine that Numba takes
+long to compile, in every first fit on a machine (or with an empty cache) of a
 model that uses it: the low-rank marginal regression
 (:func:`rvm_ppl.model.marginal.lowrank_marginal_loglike`). This op has one
 case, ``Q, R`` of a float64 matrix with ``min(m, n)`` columns and rows, and its
-Numba backend is Numba's own ``np.linalg.qr``, which compiles in about 1.4 s
-and costs as much per call (29 µs at 126 x 25, 3.1 ms at 627 x 145, one
-thread). Both run LAPACK's Householder QR (``dgeqrf``, then ``dorgqr`` for
-``Q``), as does the Python backend (``scipy.linalg.qr(..., mode="economic")``,
-PyTensor's ``QR``'s): the factors are PyTensor's economic QR's, bit for bit
+Numba backend is Numba's own ``np.linalg.qr``, which compiles in a sixth of the
+time and costs as much per call (the changelog has the figures). Both run
+LAPACK's Householder QR (``dgeqrf``, then ``dorgqr`` for ``Q``), as does the
+Python backend (``scipy.linalg.qr(..., mode="economic")``, PyTensor's
+``QR``'s): the factors are PyTensor's economic QR's, bit for bit
 (``tests/test_model_lowrank.py``).
 
 Importing this module imports PyTensor and Numba.

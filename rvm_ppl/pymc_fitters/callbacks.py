@@ -5,8 +5,9 @@ density and gradient and one for the variables the trace keeps. Each calls
 PyTensor's compiled function, which PyTensor caches on disk; nutpie compiles
 the callbacks themselves in every process, and with them, again, the machine
 code of PyTensor's function that they call (Numba links the callee into the
-callback and optimises the two together). On noisy sinc that is about four
-seconds of every new process's first NUTS fit.
+callback and optimises the two together): most of the compile time of a new
+process's first NUTS fit (docs/benchmarks.md, "ADVI and NUTS as a user meets
+them").
 
 The callbacks here differ from nutpie's in two ways:
 

@@ -37,7 +37,7 @@ written before the first call); a file that cannot be read, or a set that
 cannot be pickled, means compiling afresh. nutpie's C callbacks are the
 package's (:mod:`rvm_ppl.pymc_fitters.callbacks`), whose machine code Numba
 keeps in the same folder, under a key of everything it depends on: a new
-process loads them instead of compiling them (about four seconds on noisy sinc).
+process loads them instead of compiling them.
 """
 
 from __future__ import annotations
