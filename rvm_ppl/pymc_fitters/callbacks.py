@@ -30,8 +30,9 @@ The callbacks here differ from nutpie's in two ways:
 They call PyTensor's function with the same arguments, so a model samples the
 same draws, bit for bit, with these callbacks as with nutpie's, compiled now
 or loaded (``tests/test_callbacks.py``). They replace nutpie's
-(``nutpie.compile_pymc``'s ``make_extraction_fn``, ``_make_c_logp_func`` and
-``_make_c_expand_func``) only while :func:`compile_pymc_model` compiles.
+(``nutpie.compile_pymc``'s ``_make_c_logp_func`` and ``_make_c_expand_func``,
+with their own version of its ``make_extraction_fn``) only while
+:func:`compile_pymc_model` compiles.
 nutpie versions whose compile module has other names are compiled with
 nutpie's own callbacks, and not kept.
 """
@@ -50,7 +51,8 @@ from contextlib import contextmanager
 
 import numpy as np
 
-_REPLACED = ("make_extraction_fn", "_make_c_logp_func", "_make_c_expand_func")
+_REPLACED = ("_make_c_logp_func", "_make_c_expand_func")
+_NEEDED = (*_REPLACED, "address_as_void_pointer")  # what the replacements use of nutpie
 _LOCK = threading.Lock()
 _CACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # callback -> (folder, key)
 
@@ -119,12 +121,11 @@ def _callbacks(cache_dir, made):
     """
     import nutpie.compile_pymc as cp
 
-    if not all(callable(getattr(cp, name, None)) for name in _REPLACED):
+    if not all(callable(getattr(cp, name, None)) for name in _NEEDED):
         yield False
         return
     with _LOCK:
         saved = {name: getattr(cp, name) for name in _REPLACED}
-        cp.make_extraction_fn = _extraction(cp.address_as_void_pointer)
         cp._make_c_logp_func = functools.partial(_logp_callback, cache_dir, made)
         cp._make_c_expand_func = functools.partial(_expand_callback, cache_dir, made)
         try:
@@ -134,8 +135,18 @@ def _callbacks(cache_dir, made):
                 setattr(cp, name, fn)
 
 
-def _extraction_source(names, shared_data):
-    """The source of ``extract(x, user_data)`` for the data ``names``, and its dtypes' globals."""
+def _extraction(inner, names, shared_data, record_dtype):
+    """nutpie's ``make_extraction_fn``: ``extract(x, user_data) = inner(x, *data arrays)``.
+
+    ``user_data`` is nutpie's record of each data array's address and shape
+    (``nutpie.compile_pymc.make_user_data``, updated by ``with_data``); each
+    array is viewed at its shape with ``numba.carray``, without ``reshape``.
+    Returns the jitted ``extract``, its source and the dtypes it refers to
+    (what :func:`_cache_key` hashes).
+    """
+    import numba
+    import nutpie.compile_pymc as cp
+
     lines = ["def extract(x, user_data):"]
     if names:
         lines.append("    s = numba.carray(user_data, (), record)['shared']")
@@ -146,26 +157,11 @@ def _extraction_source(names, shared_data):
         lines.append(f"    a{i} = numba.carray(pointer(s['data'][{name!r}][()]), "
                      f"({shape}), dtype{i})")
     lines.append("    return inner(x" + "".join(f", a{i}" for i in range(len(names))) + ")")
-    return "\n".join(lines), dtypes
-
-
-def _extraction(address_as_pointer):
-    """nutpie's ``make_extraction_fn``: ``extract(x, user_data) = inner(x, *data arrays)``.
-
-    ``user_data`` is nutpie's record of each data array's address and shape
-    (``nutpie.compile_pymc.make_user_data``, updated by ``with_data``); each
-    array is viewed at its shape with ``numba.carray``, without ``reshape``.
-    """
-    import numba
-
-    def make_extraction_fn(inner, shared_data, shared_vars, record_dtype):
-        source, dtypes = _extraction_source(list(shared_vars), shared_data)
-        namespace = {"numba": numba, "inner": inner, "record": record_dtype,
-                     "pointer": address_as_pointer, **dtypes}
-        exec(source, namespace)  # noqa: S102 - generated from the names above only
-        return numba.njit(inline="always")(namespace["extract"])
-
-    return make_extraction_fn
+    source = "\n".join(lines)
+    namespace = {"numba": numba, "inner": inner, "record": record_dtype,
+                 "pointer": cp.address_as_void_pointer, **dtypes}
+    exec(source, namespace)  # noqa: S102 - generated from the names above only
+    return numba.njit(inline="always")(namespace["extract"]), source, dtypes
 
 
 def _logp_template(dim, x_, out_, logp_, user_data_):
@@ -243,15 +239,13 @@ def _made(template, cache_dir, made, inner, user_data, shared_names, shared_data
     :class:`_NotCacheable` when PyTensor keeps no key for ``inner``).
     """
     import numba
-    import nutpie.compile_pymc as cp
 
-    names = list(shared_names)
-    extract = cp.make_extraction_fn(inner, shared_data, names, user_data.dtype)
+    extract, source, dtypes = _extraction(inner, list(shared_names), shared_data, user_data.dtype)
     # __name__: Numba rebuilds a loaded function's environment from the module of that name.
     env = {"__name__": __name__, "np": np, "numba": numba, "extract": extract, **constants}
     fn = types.FunctionType(template.__code__, env, template.__name__)
     if cache_dir is not None:
-        key = _cache_key(template, inner, user_data.dtype, names, shared_data, constants)
+        key = _cache_key(template, inner, user_data.dtype, source, dtypes, constants)
         if key is None:
             raise _NotCacheable(template.__name__)
         _locator_class()
@@ -260,20 +254,20 @@ def _made(template, cache_dir, made, inner, user_data, shared_names, shared_data
     return fn
 
 
-def _cache_key(template, inner, record_dtype, names, shared_data, constants):
+def _cache_key(template, inner, record_dtype, source, dtypes, constants):
     """A hash of everything a callback's machine code depends on; None if PyTensor keeps no key.
 
-    The callback is ``template`` with ``constants`` and ``extract`` (its source
-    from ``names`` and the data's dtypes and dimensions, the record layout of
-    nutpie's user data) calling ``inner``, PyTensor's function, which
-    PyTensor's Numba cache identifies by its own key.
+    The callback is ``template`` with ``constants`` and ``extract`` (its
+    ``source`` and the ``dtypes`` it refers to, written for the data's names
+    and dimensions, and the record layout of nutpie's user data) calling
+    ``inner``, PyTensor's function, which PyTensor's Numba cache identifies
+    by its own key.
     """
     inner_key = _pytensor_key(inner)
     if inner_key is None:
         return None
     from rvm_ppl.output.idata import package_version
 
-    source, dtypes = _extraction_source(names, shared_data)
     parts = (inspect.getsource(template), sorted(constants.items()), source,
              sorted((k, str(v)) for k, v in dtypes.items()), str(record_dtype.descr), inner_key,
              *(package_version(p) for p in ("rvm_ppl", "nutpie", "numba", "pytensor")))
