@@ -387,6 +387,26 @@ def test_advi_warns_when_not_converged(sinc50):
     assert idata.fit["elbo"].size == 300
 
 
+@pytest.mark.parametrize("likelihood", ["gaussian", "bernoulli", "poisson", "categorical"])
+def test_advi_starts_at_pymcs_initial_point(tiny, likelihood):
+    # ADVI's start is PyMC's initial point, found without PyMC's virtual machine. The Gamma
+    # rates are data (pm.Data), and a regression's alpha starts at its mean a / b.
+    from rvm_ppl.pymc_fitters.advi import initial_point
+
+    _, y, _, Phi, _ = tiny
+    t = {"gaussian": y, "bernoulli": y > 0, "poisson": np.round(np.exp(y)),
+         "categorical": np.digitize(y, [-0.5, 0.5])}[likelihood]
+    for b in (2.0, 0.3):
+        model = build_model(Phi, t, likelihood=likelihood,
+                            priors=dict(a=2.0, b=b, c=2.0, d=b / 10))
+        ours, pymcs = initial_point(model), model.initial_point()
+        assert list(ours) == list(pymcs)
+        for name in pymcs:
+            np.testing.assert_array_equal(ours[name], pymcs[name])
+        if likelihood == "gaussian":  # the other likelihoods' models integrate alpha out
+            np.testing.assert_allclose(ours["alpha_log__"], np.log(2.0 / b))
+
+
 def test_advi_rejects_unknown_method(tiny):
     _, y, _, Phi, basis = tiny
     with pytest.raises(ValueError, match="fullrank_advi"):

@@ -160,7 +160,7 @@ def _flat_layout(model, point):
 def _build_functions(model, logp, point, var_names, compile_mode):
     """Compile ADVI's functions of ``model``, its data as inputs (see :func:`_functions`).
 
-    ``logp`` is ``model.logp()`` and ``point`` ``model.initial_point()``.
+    ``logp`` is ``model.logp()`` and ``point`` :func:`initial_point`.
     """
     import pytensor
     import pytensor.tensor as pt
@@ -189,6 +189,29 @@ def _build_functions(model, logp, point, var_names, compile_mode):
     )
 
 
+def initial_point(model):
+    """``model.initial_point()``: the free variables' support points, in PyMC's unconstrained space.
+
+    PyMC's own graph (:func:`pymc.initial_point.make_initial_point_expression`)
+    with the rewrites of its ``FAST_COMPILE`` mode, so the same numbers, run by
+    PyTensor's Python linker: ``model.initial_point()`` builds a virtual
+    machine for this graph, whose first construction in a process imports
+    PyTensor's C tooling and setuptools, most of the cost of a first ADVI fit
+    in a new process after the imports (the documentation's Benchmarks page,
+    "ADVI and NUTS as a user meets them").
+    """
+    import pytensor
+    from pymc.initial_point import make_initial_point_expression
+    from pytensor.compile.mode import Mode
+
+    values = make_initial_point_expression(
+        free_rvs=model.free_RVs, rvs_to_transforms=model.rvs_to_transforms,
+        initval_strategies=dict(model.rvs_to_initial_values), return_transformed=True)
+    fn = pytensor.function([], values, mode=Mode(linker="py", optimizer="fast_compile"))
+    # value_vars follows free_RVs, and their names are the transformed names PyMC gives.
+    return {v.name: value for v, value in zip(model.value_vars, fn(), strict=True)}
+
+
 def _start(point, fns):
     """The model's initial point as one flat vector (it depends on the data: the rates)."""
     return np.concatenate([np.ravel(point[name]) for name, *_ in fns.layout]).astype(float)
@@ -203,7 +226,7 @@ def _functions(model, point, var_names, compile_mode):
     variables ``names`` (constrained free variables and deterministics) at
     ``x``. A model of the same structure and shapes reuses the functions
     (:func:`rvm_ppl.pymc_fitters.compiled.compiled_functions`). ``point`` is
-    ``model.initial_point()``, which gives the layout of ``x``.
+    :func:`initial_point`, which gives the layout of ``x``.
     """
     return compiled_functions(
         model, "advi", lambda m, logp: _build_functions(m, logp, point, var_names, compile_mode),
@@ -222,7 +245,7 @@ def compiled_log_density(model, compile_mode=COMPILE_MODE):
     ``(name, shape, slice)`` of each value variable in a row.
     """
     with _compilation():
-        fns = _functions(model, model.initial_point(), [], compile_mode)
+        fns = _functions(model, initial_point(model), [], compile_mode)
     data = data_values(model, fns.data_names)
 
     def logp(X):
@@ -412,7 +435,7 @@ def advi_result(
     with contextlib.ExitStack() as stack:
         stack.enter_context(blas_limit(blas_threads))
         stack.enter_context(_compilation())
-        point = model.initial_point()  # compiles a function: once per fit
+        point = initial_point(model)
         fns = _functions(model, point, _trace_var_names(model, spec), compile_mode)
         data = data_values(model, fns.data_names)
         q = _Gaussian(_start(point, fns), fullrank=method == "fullrank_advi")
