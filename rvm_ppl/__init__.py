@@ -13,6 +13,10 @@ reference are in :mod:`rvm_ppl.output.diagnostics`.
 
 from importlib.metadata import PackageNotFoundError, version
 
+from rvm_ppl.core import arviz_ufuncs
+
+arviz_ufuncs.install()  # before anything imports PyMC or ArviZ
+
 from rvm_ppl.estimators import RVC, RVR, PoissonRVR
 from rvm_ppl.kernels.kernel import (
     RBF,
