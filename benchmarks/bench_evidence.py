@@ -8,7 +8,7 @@
     python benchmarks/bench_evidence.py --part maxima --reps 21
     python benchmarks/bench_evidence.py --part first --sizes 100 300 1000 --reps 10
     python benchmarks/bench_evidence.py --part warm --sizes 100 300 1000 --reps 20
-    python benchmarks/bench_evidence.py --part hyperprior --sizes 1000 20000 --reps 3 --baseline DIR
+    python benchmarks/bench_evidence.py --part hyperprior --sizes 1000 20000 --reps 3 --seeds 5
 
 Part A reproduces the sinc experiments of Tipping (2001, §4.1 and App. E)
 and Bishop & Tipping (2000, Table 1). Part C compares the log evidence that
@@ -41,7 +41,11 @@ without Gamma hyperpriors (type-II MAP, Tipping 2001, eq. 36) on part B's noisy 
 applies), the median of ``--reps`` fresh processes per cell (one BLAS thread, the engine
 loaded and the process's one-time costs paid before the clock). ``--baseline DIR`` adds
 the default path of another checkout of the package (e.g. the commit before the engine
-took hyperpriors), run by the same workers with ``PYTHONPATH=DIR``.
+took hyperpriors), run by the same workers with ``PYTHONPATH=DIR``. ``--seeds K`` adds a
+table over the data sets of seeds 0 to K-1: each hyperprior's time and iterations against
+none on the same data set, the cost of an iteration, and the part of it the Python loop
+spends deciding (every candidate's gain: ``_Model.gains`` in
+:mod:`rvm_ppl.closed_form.evidence`; the engine decides inside its compiled loop).
 
 Part E lists the local maxima of the evidence that single ascents of the fast
 solver reach on Tipping's noise-free linear-spline sinc (every start, with and
@@ -385,6 +389,7 @@ def _hyperprior_worker(case, n, seed):
     from sklearn.utils.validation import check_array
 
     import rvm_ppl.closed_form.engine as engine
+    import rvm_ppl.closed_form.evidence as evidence
     from rvm_ppl import RVR
     from rvm_ppl.core.linalg import _thread_controller
     from rvm_ppl.datasets.loaders import make_sinc
@@ -399,13 +404,25 @@ def _hyperprior_worker(case, n, seed):
     calls = []
     run = engine.run
     engine.run = lambda *a, **k: calls.append(1) or run(*a, **k)
+    # The Python loop's decisions: every candidate's gain (the statistics' ``gains``).
+    deciding = [0.0]
+    stats_class = getattr(evidence, "_Model", None)
+    gains = getattr(stats_class, "gains", None)
+    if gains is not None:
+        def timed(self, blocked):
+            t = time.perf_counter()
+            try:
+                return gains(self, blocked)
+            finally:
+                deciding[0] += time.perf_counter() - t
+        stats_class.gains = timed
     compiled = {"default": "auto", "compiled": True}[path]
     start = time.perf_counter()
     m = RVR(gamma=1 / 9, compiled=compiled, **prior).fit(X, y)
     seconds = time.perf_counter() - start
     stats = m.result_.stats
     print(json.dumps(dict(seconds=seconds, engine=bool(calls), n_iter=int(m.n_iter_),
-                          nrv=len(m.relevance_),
+                          nrv=len(m.relevance_), deciding=deciding[0],
                           objective=float(stats.get("objective", stats["log_evidence"])))))
 
 
@@ -448,6 +465,55 @@ def _hyperprior_rows(sizes, reps, seed, timeout, baseline):
             row = [n, name, *cells, " / ".join(ran), info["n_iter"], info["nrv"]]
             rows.append(row)
             print("| " + " | ".join(map(str, row)) + " |", flush=True)
+    record_table(None, header, rows)
+
+
+def _hyperprior_seed_rows(sizes, seeds, reps, timeout):
+    """Over seeds: the fit's time with each hyperprior against none, its iterations and their cost."""
+    heading(f"Hyperpriors over {seeds} data sets (noisy sinc, seeds 0-{seeds - 1}): each cell the "
+            f"median over the data sets (min-max) of the median of {reps} fresh processes",
+            before="\n")
+    header = ["N", "path", "hyperprior", "loop", "fit (s)", "time / none", "iterations",
+              "iterations / none", "ms per iteration", "deciding, ms per iteration"]
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    rows = []
+
+    def spread(v, fmt):
+        v = np.asarray(v, dtype=float)
+        return f"{np.median(v):{fmt}} ({v.min():{fmt}}-{v.max():{fmt}})"
+
+    for n in sizes:
+        for path, label in (("default", "default"), ("compiled", "compiled=True")):
+            runs = {}  # hyperprior -> one dict of medians per seed
+            for i, name in enumerate(HYPERPRIORS):
+                per_seed = []
+                for seed in range(seeds):
+                    got = []
+                    for _ in range(reps):
+                        res, err = run_worker(__file__, ["hyperprior", f"{path}:{i}:{n}", seed],
+                                              one_thread=True, timeout=timeout)
+                        if res is None:
+                            raise RuntimeError(f"{label}, N = {n}, {name}, seed {seed}: {err}")
+                        got.append(res)
+                    per_seed.append({k: float(np.median([g[k] for g in got]))
+                                     for k in ("seconds", "n_iter", "deciding", "engine")})
+                runs[name] = per_seed
+                base = runs["none"]
+                t = [r["seconds"] for r in per_seed]
+                it = [r["n_iter"] for r in per_seed]
+                engine_ran = {bool(r["engine"]) for r in per_seed}
+                row = [n, label, name, "engine" if engine_ran == {True} else
+                       "Python" if engine_ran == {False} else "both",
+                       spread(t, ".3f"),
+                       spread([a / b["seconds"] for a, b in zip(t, base, strict=True)], ".2f"),
+                       spread(it, ".0f"),
+                       spread([a / b["n_iter"] for a, b in zip(it, base, strict=True)], ".2f"),
+                       spread([1e3 * r["seconds"] / r["n_iter"] for r in per_seed], ".3f"),
+                       "-" if engine_ran == {True} else
+                       spread([1e3 * r["deciding"] / r["n_iter"] for r in per_seed], ".3f")]
+                rows.append(row)
+                print("| " + " | ".join(map(str, row)) + " |", flush=True)
     record_table(None, header, rows)
 
 
@@ -682,6 +748,8 @@ def main():
     p.add_argument("--fastrvm-max", type=int, default=10**9, help="largest N given to fastrvm")
     p.add_argument("--threads", nargs="+", default=["1 thread", "default"], choices=["1 thread", "default"])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=1,
+                   help="hyperprior: also time every cell on data sets of seeds 0..SEEDS-1")
     p.add_argument("--timeout", type=int, default=900, help="seconds per configuration")
     p.add_argument("--baseline", default=None, metavar="DIR",
                    help="hyperprior: also time the default path of the package checkout in DIR")
@@ -719,6 +787,9 @@ def main():
     if args.part == "hyperprior":
         _hyperprior_rows(args.sizes or [1000, 20000], min(args.reps, 9), args.seed, args.timeout,
                          args.baseline)
+        if args.seeds > 1:
+            _hyperprior_seed_rows(args.sizes or [1000, 20000], args.seeds, min(args.reps, 9),
+                                  args.timeout)
     if args.part == "million":  # not part of "all": minutes and gigabytes
         _million_rows(args.sizes or [1_000_000], args.seed, args.timeout)
     write_results(args.out)
