@@ -66,6 +66,7 @@ def _sample(seed, sampler, draws, save, gamma, low_rank=None, state=None):
     idata.attrs["wall_s"] = wall
     if save:
         tag = "" if low_rank is None else f"_lowrank{low_rank:g}" if low_rank != "auto" else "_auto"
+        os.makedirs(save, exist_ok=True)
         idata.to_netcdf(os.path.join(save, f"boston_{sampler}_{seed}_{state}_{gamma:g}{tag}.nc"))
     return f"{seed} ({sampler})", idata, wall
 

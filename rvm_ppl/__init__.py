@@ -14,9 +14,6 @@ reference are in :mod:`rvm_ppl.output.diagnostics`.
 from importlib.metadata import PackageNotFoundError, version
 
 from rvm_ppl.core import arviz_ufuncs
-
-arviz_ufuncs.install()  # before anything imports PyMC or ArviZ
-
 from rvm_ppl.estimators import RVC, RVR, PoissonRVR
 from rvm_ppl.kernels.kernel import (
     RBF,
@@ -32,6 +29,10 @@ from rvm_ppl.output.identity import ModelMismatchWarning
 from rvm_ppl.pymc_fitters.advi import fit_advi
 from rvm_ppl.pymc_fitters.nuts import SamplingWarning, fit_nuts
 from rvm_ppl.pymc_fitters.results import softplus_precisions
+
+# Importing the package imports neither PyMC nor ArviZ (they are imported when a fit
+# needs them), so the hook is in place before either is (tests/test_arviz_ufuncs.py).
+arviz_ufuncs.install()
 
 try:
     __version__ = version("rvm_ppl")

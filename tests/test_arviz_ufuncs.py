@@ -1,4 +1,4 @@
-"""ArviZ's Numba ufunc is compiled by the first process and loaded by the next (rvm_ppl.core.arviz_ufuncs)."""
+"""ArviZ's Numba ufunc: compiled by a first process, loaded by the next (core.arviz_ufuncs)."""
 
 import json
 import os

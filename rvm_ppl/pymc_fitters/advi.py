@@ -192,21 +192,22 @@ def _build_functions(model, logp, point, var_names, compile_mode):
 def initial_point(model):
     """``model.initial_point()``: the free variables' support points, in PyMC's unconstrained space.
 
-    PyMC's own graph (:func:`pymc.initial_point.make_initial_point_expression`)
-    with the rewrites of its ``FAST_COMPILE`` mode, so the same numbers, run by
-    PyTensor's Python linker: ``model.initial_point()`` builds a virtual
-    machine for this graph, whose first construction in a process imports
-    PyTensor's C tooling and setuptools, most of the cost of a first ADVI fit
-    in a new process after the imports (the documentation's Benchmarks page,
-    "ADVI and NUTS as a user meets them").
+    PyMC's own graph (:func:`pymc.initial_point.make_initial_point_expression`,
+    its random generators replaced as PyMC replaces them) with the rewrites of
+    its ``FAST_COMPILE`` mode, so the same numbers, run by PyTensor's Python
+    linker: ``model.initial_point()`` builds a virtual machine for this graph,
+    and the first one a process builds imports PyTensor's C tooling and
+    setuptools, a good part of a new process's first ADVI fit (the
+    documentation's Benchmarks page, "ADVI and NUTS as a user meets them").
     """
     import pytensor
     from pymc.initial_point import make_initial_point_expression
+    from pymc.pytensorf import replace_rng_nodes
     from pytensor.compile.mode import Mode
 
-    values = make_initial_point_expression(
+    values = replace_rng_nodes(make_initial_point_expression(
         free_rvs=model.free_RVs, rvs_to_transforms=model.rvs_to_transforms,
-        initval_strategies=dict(model.rvs_to_initial_values), return_transformed=True)
+        initval_strategies=dict(model.rvs_to_initial_values), return_transformed=True))
     fn = pytensor.function([], values, mode=Mode(linker="py", optimizer="fast_compile"))
     # value_vars follows free_RVs, and their names are the transformed names PyMC gives.
     return {v.name: value for v, value in zip(model.value_vars, fn(), strict=True)}
