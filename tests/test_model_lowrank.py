@@ -420,7 +420,9 @@ def test_low_rank_fit_predicts_through_g_and_round_trips(tmp_path):
 def test_the_economic_qr_op_gives_pytensors_factors_bit_for_bit():
     # rvm_ppl.model.qr replaces pt.linalg.qr(mode="economic") in the low-rank marginal for
     # its compile time; every backend must give the same factors, here on matrices whose
-    # columns span 1e-9 to 1e9 as B's do where some alpha is tiny, and NaN for NaN.
+    # columns span 1e-9 to 1e9 as B's do where some alpha is tiny, and NaN for NaN. The
+    # (627, 145) matrix is the shape of Boston's [I; B^T]: wider than LAPACK's block, where
+    # dgeqrf runs its blocked code.
     import pytensor
     import pytensor.tensor as pt
 
@@ -429,7 +431,7 @@ def test_the_economic_qr_op_gives_pytensors_factors_bit_for_bit():
     x = pt.matrix("x")
     rng = np.random.default_rng(0)
     matrices = [rng.normal(size=shape) * np.exp(rng.normal(0.0, 7.0, size=shape[1]))
-                for shape in ((60, 12), (13, 13), (4, 7))]
+                for shape in ((60, 12), (13, 13), (4, 7), (627, 145))]
     for mode in ("NUMBA", "FAST_COMPILE"):
         ours = pytensor.function([x], list(economic_qr(x)), mode=mode)
         theirs = pytensor.function([x], list(pt.linalg.qr(x, mode="economic")), mode=mode)

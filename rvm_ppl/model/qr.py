@@ -10,7 +10,10 @@ time and costs as much per call (the changelog has the figures). Both run
 LAPACK's Householder QR (``dgeqrf``, then ``dorgqr`` for ``Q``), as does the
 Python backend (``scipy.linalg.qr(..., mode="economic")``, PyTensor's
 ``QR``'s): the factors are PyTensor's economic QR's, bit for bit
-(``tests/test_model_lowrank.py``).
+(``tests/test_model_lowrank.py``). The compiled graph around the op is not
+the one around PyTensor's ``QR``, so a model's log density agrees with the
+one on PyTensor's ``QR`` to rounding, not bit for bit, and NUTS's draws on a
+low-rank design differ from those on PyTensor's ``QR``.
 
 Importing this module imports PyTensor and Numba.
 """
