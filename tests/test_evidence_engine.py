@@ -5,7 +5,6 @@ import pytest
 
 from rvm_ppl.closed_form import driver, evidence
 from rvm_ppl.closed_form import engine as _evidence_engine
-from rvm_ppl.closed_form.constants import FIRST_EXACT
 from rvm_ppl.closed_form.evidence import (
     alpha_maximiser,
     fit_evidence_regression,
@@ -83,8 +82,11 @@ def test_compiled_ascent_takes_the_python_loops_decisions_under_hyperpriors(n, s
                                   (0.08, 2e-4), (4.26, 2e-4)])  # the last two: bimodal
 def test_compiled_prior_gain_is_the_driver_function_on_scalars(a, b, rng):
     # The engine runs driver.prior_gain on one candidate at a time; the Python loop on
-    # arrays. Both must give the same gain, new alpha and choice for every candidate,
-    # in the model (finite alpha) or not, relevant or not.
+    # arrays, and on the few steps that could win one at a time, with the driver's
+    # functions built for scalars (driver.compiled, driver.SCALAR_NUMPY). All must give
+    # the same gain, new alpha and choice for every candidate, in the model (finite
+    # alpha) or not, relevant or not; the Python loop's two to the last bit (degenerate
+    # statistics included), so its decisions do not depend on how many steps it solves.
     n = 400
     S = rng.uniform(0.05, 5.0, n)
     Q = rng.normal(0.0, 3.0, n)
@@ -92,6 +94,11 @@ def test_compiled_prior_gain_is_the_driver_function_on_scalars(a, b, rng):
     alpha = np.where(rng.random(n) < 0.5, np.inf, rng.uniform(0.01, 50.0, n))
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         gain, new, keep = driver.prior_gain(S, Q, alpha, scale, a, b)
+        odd = np.array([0.0, 0.0, 0.0, 0.0, 1.0]), np.array([0.0, 1.0, -1.0, 1e-300, np.nan])
+        odd = [np.r_[x, y] for x, y in zip(odd, (S, Q))] + [np.r_[alpha[:5], alpha],
+                                                             np.r_[scale[:5], scale]]
+        for x, y in zip(evidence._exact_gains(*odd, a, b), driver.prior_gain(*odd, a, b)):
+            np.testing.assert_array_equal(x, y)
     one = [_evidence_engine._prior_gain(S[m], Q[m], alpha[m], scale[m], a, b) for m in range(n)]
     np.testing.assert_array_equal(np.array([o[2] for o in one]), keep)
     assert 0 < keep.sum() < n
@@ -103,6 +110,43 @@ def test_compiled_prior_gain_is_the_driver_function_on_scalars(a, b, rng):
     for m in range(0, n, 7):
         x, v = _evidence_engine._penalised_alpha(s[m], q[m] ** 2, a, b)
         assert x == pytest.approx(ref[m], rel=1e-12) and v == pytest.approx(value[m], rel=1e-12)
+
+
+def test_scalar_numpy_minimum_and_maximum_are_numpys():
+    # SCALAR_NUMPY's minimum and maximum on every pair of signed zeros, infinities, NaN
+    # and ordinary values: the same value and sign as NumPy's.
+    values = [0.0, -0.0, 1.5, -2.0, np.inf, -np.inf, np.nan, 5e-324]
+    for x in map(np.float64, values):
+        for y in map(np.float64, values):
+            for mine, theirs in ((driver.SCALAR_NUMPY.minimum, np.minimum),
+                                 (driver.SCALAR_NUMPY.maximum, np.maximum)):
+                got, want = mine(x, y), theirs(x, y)
+                assert np.array_equal(got, want, equal_nan=True)
+                assert np.signbit(got) == np.signbit(want)
+
+
+@pytest.mark.parametrize("a, b", [(1e-6, 1e-6), (2.0, 2.0), (0.0, 0.01), (0.08, 2e-4),
+                                  (4.26, 2e-4)])
+def test_gain_floor_and_bound_bracket_the_exact_share(a, b, rng):
+    # gain_floor <= the largest share of the penalised objective <= gain_bound, with the
+    # largest share found independently on a grid of log alpha around the maximiser.
+    n = 300
+    s = rng.uniform(0.05, 5.0, n) * rng.uniform(0.04, 64.0, n)
+    q = rng.normal(0.0, 3.0, n) * rng.uniform(0.2, 8.0, n)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        floor, bound = driver.gain_floor(s, q, a, b), driver.gain_bound(s, q, a, b)
+        best, value = alpha_maximiser(s, q, a, b)
+    grid = np.exp(np.linspace(-30.0, 30.0, 6001))
+    brute = np.array([evidence.alpha_objective(grid, s[m], q[m], a, b).max() for m in range(n)])
+    assert np.all(floor <= value + 1e-12 * (1 + np.abs(value)))
+    assert np.all(value <= bound + 1e-12 * (1 + np.abs(bound)))
+    assert np.all(brute <= value + 1e-9 * (1 + np.abs(value)))
+    # The floor is the share at the maximiser without a hyperprior, or at the prior's mode.
+    with np.errstate(divide="ignore", invalid="ignore"):
+        plain = np.where(q * q > s, evidence.alpha_objective(s * s / (q * q - s), s, q, a, b),
+                         -np.inf)
+        mode = evidence.alpha_objective(np.full(n, a / b), s, q, a, b) if a > 0 else -np.inf
+    np.testing.assert_allclose(floor, np.maximum(plain, mode), rtol=1e-10, atol=1e-12)
 
 
 def test_compiled_ascent_on_an_ill_conditioned_spline_basis():
@@ -251,20 +295,20 @@ def _gain_state(rng, n, k, priors=None):
 
 @pytest.mark.parametrize("a, b", [(1e-6, 1e-6), (2.0, 2.0), (0.0, 0.01), (0.08, 2e-4),
                                   (4.26, 2e-4), (3.0, 0.1)])
-@pytest.mark.parametrize("first", [1, FIRST_EXACT])
-def test_hyperprior_gains_skip_only_candidates_that_cannot_win(a, b, first, rng, monkeypatch):
-    # prior_gains finds exact gains only for the candidates whose gain_bound the best
-    # exact gain has not beaten: its decision must be the one every candidate's exact
-    # gain (driver.prior_gain on all of them) gives, and the engine's single pass the same,
-    # however many candidates it takes before comparing bounds. Two thirds of the states
-    # have up to 30 bases in the model, most of them near their maximum, where the
+@pytest.mark.parametrize("with_refused", [False, True])
+def test_hyperprior_gains_skip_only_steps_that_cannot_win(a, b, with_refused, rng):
+    # prior_gains finds exact gains only for the steps whose upper bound (gain_bound) the
+    # best lower bound (gain_floor, or a basis's share now) has not beaten: its decision
+    # must be the one every step's exact gain (driver.prior_gain on all of them) gives,
+    # refused steps left out, and the engine's single pass the same. Two thirds of the
+    # states have up to 30 bases in the model, most of them near their maximum, where the
     # re-estimations' gains are small and close to the additions'.
-    monkeypatch.setattr(evidence, "FIRST_EXACT", first)
     priors = dict(a=a, b=b)
     for trial in range(60):
         n = int(rng.integers(30, 400))
         S, Q, scale, act, alpha, blocked = _gain_state(
             rng, n, int(rng.integers(0, 8 if trial < 20 else 30)), None if trial < 20 else priors)
+        refused = (rng.random(act.size) < 0.3) if with_refused else np.zeros(act.size, bool)
         with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             inf = np.full(n, np.inf)
             inf[act] = alpha
@@ -274,13 +318,17 @@ def test_hyperprior_gains_skip_only_candidates_that_cannot_win(a, b, first, rng,
             bound = driver.gain_bound(S * scale**2, Q * scale, a, b)
             assert np.all(gain[out] <= bound[out] + 1e-12 * (1 + np.abs(bound[out])))
         cand = np.setdiff1d(out, np.flatnonzero(blocked))
-        every = (cand, gain[cand], new[cand], gain[act], new[act], ~keep[act])
+        every = (cand, gain[cand], new[cand], np.where(refused, -np.inf, gain[act]),
+                 np.where(refused, alpha, new[act]), ~keep[act] & ~refused)
         full = driver.decide(act, alpha, every, tol=1e-6)
-        gains = prior_gains(S, Q, act, alpha, scale, priors, blocked)
+        gains = prior_gains(S, Q, act, alpha, scale, priors, blocked,
+                            refused if with_refused else None)
         pruned = driver.decide(act, alpha, gains, tol=1e-6)
         assert (pruned.action, pruned.index, pruned.terminate) == (full.action, full.index,
                                                                    full.terminate)
         assert pruned.new_alpha == full.new_alpha and pruned.gain == full.gain
+        if with_refused:
+            continue  # the engine has no refused steps (the Gaussian fit refuses none)
         # The engine: the same decision, and the same drift list (the first of the add order).
         in_model = np.zeros(n, dtype=bool)
         in_model[act] = True

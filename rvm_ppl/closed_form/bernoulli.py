@@ -421,12 +421,16 @@ class _Confirmed:
         self.undoing = self.pending = False
         self.n_refused += 1
 
+    def refused_mask(self):
+        """The bases of the model whose step was refused (mask over ``act_idx``), or None."""
+        return np.isin(self.act_idx, list(self.refused)) if self.refused else None
+
     def exclude_refused(self, gains):
         """Drop the refused steps from ``gains``, the tuple of ``driver.scalar_gains``."""
         if not self.refused:
             return gains
         ad, gain_ad, alpha_ad, gain_a, new_a, delete, *order = gains
-        r = np.isin(self.act_idx, list(self.refused))
+        r = self.refused_mask()
         return (ad, gain_ad, alpha_ad, np.where(r, -np.inf, gain_a), np.where(r, self.alpha, new_a),
                 delete & ~r, *order)
 
@@ -520,8 +524,9 @@ class _LaplaceModel(_Confirmed):
     # -- the statistics interface ------------------------------------------------
     def gains(self, blocked):
         if self.priors is not None:
-            return self.exclude_refused(prior_gains(self.state.S, self.state.Q, self.act_idx,
-                                                    self.alpha, self.scale, self.priors, blocked))
+            # prior_gains leaves the refused steps out before it compares bounds.
+            return prior_gains(self.state.S, self.state.Q, self.act_idx, self.alpha, self.scale,
+                               self.priors, blocked, self.refused_mask())
         return scalar_gains(self.state.S, self.state.Q, self.act_idx, self.alpha, blocked)
 
     def cosine(self, j):

@@ -458,8 +458,8 @@ class _MultinomialModel(_Confirmed):
                 None if self.priors is None else self.group_prior))
         S, Q = st.S.T.ravel(), st.Q.T.ravel()  # candidate k M + m
         if self.priors is not None:
-            return self.exclude_refused(prior_gains(S, Q, self.act_idx, self.alpha,
-                                                    self.cand_scale, self.priors, blocked))
+            return prior_gains(S, Q, self.act_idx, self.alpha, self.cand_scale, self.priors,
+                               blocked, self.refused_mask())
         return scalar_gains(S, Q, self.act_idx, self.alpha, blocked)
 
     def _cos_column(self, m):

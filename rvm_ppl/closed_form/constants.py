@@ -23,8 +23,8 @@ NOISE_WARMUP_MAX = 25  # longest noise warm-up (iterations)
 PREFETCH = 32  # cross products computed per pass over a lazy basis
 PREFETCH_CHEAP = 1  # ... over a dense or low-rank basis, where a column costs the same alone
 ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
-FIRST_EXACT = 4  # candidates whose exact gain under a hyperprior is found before the others'
-# bounds are compared with the best of them (evidence.prior_gains; the choice does not depend on it)
+FIRST_EXACT = 4  # candidates whose exact gain under a hyperprior the engine finds before the
+# others' bounds are compared with the best of them (engine._choose; the choice does not depend on it)
 DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
 DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
 # and the best candidates to add)

@@ -337,6 +337,27 @@ def gain_bound(s, q, a, b):
     return pick(s > 0, e + prior_peak(a, b), -_INF)
 
 
+def gain_floor(s, q, a, b):
+    """A lower bound on a basis's largest share of the penalised objective: two values of it.
+
+    The share ``l`` (:func:`rvm_ppl.closed_form.evidence.alpha_objective`) at
+    the ``alpha`` without a hyperprior, ``s^2 / (q^2 - s)`` where ``q^2 > s``
+    (Faul & Tipping 2002), and at the hyperprior's mode ``a / b`` where
+    ``a > 0``; the larger of the two (``-inf`` where neither applies).
+    Under a vague hyperprior the first is within the prior term of the
+    maximum, so with :func:`gain_bound` it brackets the exact gain closely.
+    ``b > 0``; ``a, b`` are scalars. Element-wise in ``s, q``.
+    """
+    r = q * q / s
+    grows = (s > 0) & (r > 1.0)
+    x = 1.0 / pick(grows, r - 1.0, 1.0)  # alpha / s at the plain maximum
+    floor = pick(grows, penalised_x_value(x, r, s, a, b * s), -_INF)
+    if a > 0:
+        x = a / (b * s)
+        floor = np.maximum(floor, pick(s > 0, penalised_x_value(x, r, s, a, b * s), -_INF))
+    return floor
+
+
 def may_gain(s, q, a, b):
     """Whether a basis with left-out factors ``s, q`` can raise the penalised objective at all.
 
@@ -691,7 +712,7 @@ _SHARED = ("relevant", "add_gain", "add_alpha", "left_out", "reestimate_alpha", 
 _LOOP = ("unblock", "climb")  # what calls ``ops``
 
 
-def compiled(jit, ops=None):
+def compiled(jit, ops=None, numpy=np):
     """Compile the decision functions with ``jit`` (e.g. ``numba.njit(cache=True)``), by name.
 
     Each is compiled from this module's code object, with globals in which
@@ -702,9 +723,12 @@ def compiled(jit, ops=None):
     whose attributes are the compiled operations of :func:`climb` on one
     backend's state), :func:`unblock` and :func:`climb` are compiled too,
     calling them; Numba resolves the names when a function is first
-    compiled, so ``ops`` may be filled in after this call.
+    compiled, so ``ops`` may be filled in after this call. ``numpy`` is the
+    namespace the functions see as ``np`` (:data:`SCALAR_NUMPY` for the
+    Python loop's scalar versions, :data:`SCALAR`).
     """
     g = dict(globals())
+    g["np"] = numpy
     g["pick"] = jit(_pick_scalar)
     if ops is not None:
         g["ops"] = ops
@@ -718,6 +742,25 @@ def compiled(jit, ops=None):
         out[name] = jit(clone)
         g[name] = out[name]
     return out
+
+
+def _minimum(x, y):
+    """:func:`numpy.minimum` of two scalars, in Python where the order is plain."""
+    return x if x < y else (y if (y < x or y != y) else np.minimum(x, y))
+
+
+def _maximum(x, y):
+    """:func:`numpy.maximum` of two scalars, in Python where the order is plain."""
+    return x if x > y else (y if (y > x or y != y) else np.maximum(x, y))
+
+
+# NumPy for the decision functions on one value in Python: ``any`` and ``all``
+# of one truth value are that value, and ``abs``, ``minimum``, ``maximum`` of
+# scalars need no array machinery. Each gives what NumPy gives, bit for bit
+# (NaN included); everything else is NumPy's.
+SCALAR_NUMPY = types.SimpleNamespace(**vars(np))
+SCALAR_NUMPY.any = SCALAR_NUMPY.all = bool
+SCALAR_NUMPY.abs, SCALAR_NUMPY.minimum, SCALAR_NUMPY.maximum = abs, _minimum, _maximum
 
 
 # -- the Python loop ------------------------------------------------------------------

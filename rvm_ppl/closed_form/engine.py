@@ -306,8 +306,10 @@ def _choose(S, Q, act, alpha, in_model, blocker, tol, top, ints, scale, floats):
     With a Gamma hyperprior on ``alpha`` (``a`` or ``b`` in ``floats``) the
     gains are the penalised objective's (``driver.prior_gain``), found for
     the candidates outside the model only until the best one's is certain
-    (``driver.gain_bound``, ``driver.beaten``; as
-    ``rvm_ppl.closed_form.evidence.prior_gains``). ``top`` receives the best
+    (``driver.gain_bound``, ``driver.beaten``; the Python loop's
+    ``rvm_ppl.closed_form.evidence.prior_gains`` also bounds the model's
+    gains from below, ``driver.gain_floor``, since each exact gain costs it
+    more than the bounds). ``top`` receives the best
     addable candidates, best first (ties: lower index), by gain (by the
     bound under a hyperprior), for the drift check, and their number goes to ``ints``. Returns
     ``(action, index, new alpha, gain, terminate)``

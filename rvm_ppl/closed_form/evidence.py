@@ -87,12 +87,18 @@ from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
     initial_noise_precision,
 )
 from rvm_ppl.closed_form.driver import (  # noqa: F401  (re-exported)
+    SCALAR_NUMPY,
     Decision,
     as_mask,
     ascend,
+    BOUND_SLACK,
     beaten,
     decide,
+    compiled as compiled_decisions,
+    delete_gain,
     gain_bound,
+    gain_floor,
+    left_out,
     gamma_log_prior,
     gamma_log_prior_terms,
     noise_due,
@@ -452,45 +458,102 @@ def choose_action_prior(S, Q, active, alpha, *, scale, priors, blocked=(), tol=M
     return decide(act, alpha, gains, tol)
 
 
-def prior_gains(S, Q, act, alpha, scale, priors, blocked):
+# The driver's decision functions on scalars, from its own source (driver.compiled
+# with no compiler): one basis's exact gain costs a few dozen operations on NumPy
+# scalars, where the array version costs as many calls on arrays.
+_SCALAR_PRIOR_GAIN = compiled_decisions(lambda f: f, numpy=SCALAR_NUMPY)["prior_gain"]
+
+
+def _exact_gains(S, Q, alpha, scale, a, b):
+    """:func:`rvm_ppl.closed_form.driver.prior_gain` of a few bases, one at a time.
+
+    The same operations, in the same order, on each element as the array
+    version, so the same numbers (tested); few bases are solved per decision
+    (:func:`prior_gains`), and on NumPy scalars each costs a fraction of one
+    array call of the root search.
+    """
+    n = S.size
+    gain, new, keep = np.empty(n), np.empty(n), np.empty(n, dtype=bool)
+    for i in range(n):
+        gain[i], new[i], keep[i] = _SCALAR_PRIOR_GAIN(S[i], Q[i], alpha[i], scale[i], a, b)
+    return gain, new, keep
+
+
+def prior_gains(S, Q, act, alpha, scale, priors, blocked, refused=None):
     """:func:`rvm_ppl.closed_form.driver.scalar_gains` for the penalised objective (:func:`choose_action_prior`).
 
-    Every basis in the model gets its exact gain; a candidate outside it,
-    only if it could be the best addition. The candidates are taken in
-    descending order of their :func:`~rvm_ppl.closed_form.driver.gain_bound`:
-    the first ``FIRST_EXACT``, then every other one that the best exact gain
-    so far has not :func:`~rvm_ppl.closed_form.driver.beaten`. The best
-    addition is the one every candidate's exact gain would give. The
-    decision's add order (the tuple's seventh entry) is by the bound. The
-    new ``alpha`` are on the unit-norm columns of ``S, Q`` and ``alpha``.
+    The decision needs the exact gain (a cubic's root,
+    :func:`~rvm_ppl.closed_form.driver.prior_gain`) only of the steps that
+    could be the best one. Every basis's largest share of the objective lies
+    between :func:`~rvm_ppl.closed_form.driver.gain_floor` (and, in the
+    model, its share at its current ``alpha``) and
+    :func:`~rvm_ppl.closed_form.driver.gain_bound`, both closed forms; a
+    step whose upper bound the best lower bound has
+    :func:`~rvm_ppl.closed_form.driver.beaten` cannot win and is not solved.
+    A basis in the model is deleted when its best share is not positive:
+    certain where the upper bound is not positive, and solved where neither
+    bound decides. A pending deletion wins (:func:`rvm_ppl.closed_form.driver.prefer`),
+    so the additions are then left out.
+
+    The exact gains are the driver's, element by element, so the decision
+    is the one every candidate's exact gain would give (tested). Steps not
+    solved get gain ``-inf`` and keep their ``alpha``; the add order (the
+    tuple's seventh entry) is the candidates' by their bound. The new
+    ``alpha`` are on the unit-norm columns of ``S, Q`` and ``alpha``.
+    ``refused``: bases of the model (boolean mask over ``act``) whose step
+    may not be taken; they get gain ``-inf`` and are neither re-estimated
+    nor deleted.
     """
     a, b = priors["a"], priors["b"]
     k = act.size
+    free = np.ones(k, dtype=bool) if refused is None else ~refused
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s, q = S * (scale * scale), Q * scale
         # Without a prior term to gain, only q^2 > s can have a positive bound.
         cand = ~blocked & ((q * q > s) if prior_peak(a, b) <= 0 else (s > 0))
         cand[act] = False
         out = np.flatnonzero(cand)
-        bound = gain_bound(s[out], q[out], a, b)
-        out, bound = out[bound > 0], bound[bound > 0]
-        ranked = top_candidates(np.arange(out.size), bound, ADD_ORDER)  # FIRST_EXACT <= ADD_ORDER
-        order, first = out[ranked], out[ranked[:FIRST_EXACT]]
-        idx = np.concatenate([act, first])
-        alpha_idx = np.full(idx.size, np.inf)
-        alpha_idx[:k] = alpha
-        gain, new, keep = prior_gain(S[idx], Q[idx], alpha_idx, scale[idx], a, b)
-        best = gain[k:][keep[k:]].max(initial=-np.inf)
-        rest = ~beaten(bound, best)
-        rest[ranked[:FIRST_EXACT]] = False
-        rest = out[rest]
-        if rest.size:
-            g, n, kp = prior_gain(S[rest], Q[rest], np.full(rest.size, np.inf), scale[rest], a, b)
-            idx = np.concatenate([idx, rest])
-            gain, new, keep = (np.concatenate(z) for z in ((gain, g), (new, n), (keep, kp)))
-    add = k + np.flatnonzero(keep[k:])
-    add = add[np.argsort(idx[add], kind="stable")]  # ascending: ties go to the lower index
-    return idx[add], gain[add], new[add], gain[:k], new[:k], ~keep[:k], order
+        # The model's bases, then the candidates: both bounds of every one in one pass.
+        sc = scale[act]
+        sa, qa = left_out(S[act], Q[act], alpha)
+        s = np.concatenate([sa * (sc * sc), s[out]])
+        q = np.concatenate([qa * sc, q[out]])
+        upper = gain_bound(s, q, a, b)
+        up = upper > 0
+        up[:k] = True
+        s, q, upper = s[up], q[up], upper[up]
+        floor = gain_floor(s, q, a, b)
+        out, bound = out[up[k:]], upper[k:]
+        order = out[top_candidates(np.arange(out.size), bound, ADD_ORDER)]
+        # The model's bases: their share now, and bounds on their best share.
+        sa, qa, upper, now = s[:k], q[:k], upper[:k], alpha * (sc * sc)
+        current = gamma_log_prior(now, a, b) - delete_gain(sa, qa, now)
+        lower = np.maximum(current, floor[:k])
+        slack = BOUND_SLACK * (1.0 + np.abs(upper) + np.abs(current))
+        gain_a, new_a = np.full(k, -np.inf), alpha.copy()
+        gone = free & ~(upper > 0)  # deleted: no alpha makes the basis worth having
+        gain_a[gone], new_a[gone] = -current[gone], np.inf
+        delete = gone.copy()
+        solve = free & ~gone & ~(lower > slack)  # kept or deleted: the exact share decides
+        if solve.any():
+            g, n, kp = _exact_gains(S[act[solve]], Q[act[solve]], alpha[solve], sc[solve], a, b)
+            gain_a[solve], new_a[solve], delete[solve] = g, n, ~kp
+        empty = np.empty(0, dtype=int), np.empty(0), np.empty(0)
+        if delete.any():
+            return (*empty, gain_a, new_a, delete, order)
+        # No deletion: the best step is the re-estimation or addition of largest gain.
+        best = max(np.max(np.where(free & ~solve, lower - current, gain_a), initial=-np.inf),
+                   np.max(floor[k:], initial=-np.inf))
+        rest = free & ~solve & ~beaten(upper - current + slack, best)
+        if rest.any():
+            g, n, _ = _exact_gains(S[act[rest]], Q[act[rest]], alpha[rest], sc[rest], a, b)
+            gain_a[rest], new_a[rest] = g, n
+        add = ~beaten(bound, best)
+        if not add.any():
+            return (*empty, gain_a, new_a, delete, order)
+        idx = out[add]  # ascending: ties go to the lower index
+        gain, new, keep = _exact_gains(S[idx], Q[idx], np.full(idx.size, np.inf), scale[idx], a, b)
+    return idx[keep], gain[keep], new[keep], gain_a, new_a, delete, order
 
 
 class _Columns:
@@ -773,11 +836,20 @@ class _Model:
             self.Q[a] = self.alpha * self.mu
 
     def penalty(self):
-        """Hyperprior terms of the objective at the current state (original column units)."""
-        if self.priors is None:
+        """Hyperprior terms of the objective at the current state (original column units).
+
+        :func:`prior_penalty`'s sums, term for term; the ``alpha`` of the model are finite.
+        """
+        p = self.priors
+        if p is None:
             return 0.0
-        sc = self.scale[np.asarray(self.active, dtype=int)]
-        return prior_penalty(self.alpha * sc**2, self.beta, self.priors)
+        out = 0.0
+        if self.alpha_prior:
+            sc = self.scale[self.act_idx]
+            out = float(np.sum(gamma_log_prior(self.alpha * (sc * sc), p["a"], p["b"])))
+        if p["c"] or p["d"]:
+            out += gamma_log_prior(self.beta, p["c"], p["d"])
+        return out
 
     def warm_start(self, active, alpha):
         """Load basis functions ``active`` with precisions ``alpha`` (original column units)."""
