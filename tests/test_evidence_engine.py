@@ -80,7 +80,7 @@ def test_compiled_ascent_takes_the_python_loops_decisions_under_hyperpriors(n, s
 
 @pytest.mark.parametrize("a, b", [(1e-6, 1e-6), (2.0, 2.0), (0.0, 0.01),
                                   (0.08, 2e-4), (4.26, 2e-4)])  # the last two: bimodal
-def test_compiled_prior_gain_is_the_driver_function_on_scalars(a, b, rng):
+def test_compiled_prior_gain_is_the_driver_function_on_scalars(a, b, rng, monkeypatch):
     # The engine runs driver.prior_gain on one candidate at a time; the Python loop on
     # arrays, and on the few steps that could win one at a time, with the driver's
     # functions built for scalars (driver.compiled, driver.SCALAR_NUMPY). All must give
@@ -97,6 +97,7 @@ def test_compiled_prior_gain_is_the_driver_function_on_scalars(a, b, rng):
         odd = np.array([0.0, 0.0, 0.0, 0.0, 1.0]), np.array([0.0, 1.0, -1.0, 1e-300, np.nan])
         odd = [np.r_[x, y] for x, y in zip(odd, (S, Q))] + [np.r_[alpha[:5], alpha],
                                                              np.r_[scale[:5], scale]]
+        monkeypatch.setattr(evidence, "SCALAR_MAX", odd[0].size)  # all one at a time
         for x, y in zip(evidence._exact_gains(*odd, a, b), driver.prior_gain(*odd, a, b)):
             np.testing.assert_array_equal(x, y)
     one = [_evidence_engine._prior_gain(S[m], Q[m], alpha[m], scale[m], a, b) for m in range(n)]

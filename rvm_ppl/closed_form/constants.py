@@ -23,8 +23,11 @@ NOISE_WARMUP_MAX = 25  # longest noise warm-up (iterations)
 PREFETCH = 32  # cross products computed per pass over a lazy basis
 PREFETCH_CHEAP = 1  # ... over a dense or low-rank basis, where a column costs the same alone
 ADD_ORDER = 2 * PREFETCH  # best addable candidates a Decision lists
-FIRST_EXACT = 4  # candidates whose exact gain under a hyperprior the engine finds before the
-# others' bounds are compared with the best of them (engine._choose; the choice does not depend on it)
+FIRST_EXACT = 4  # under a hyperprior, the candidates of largest bound that set the bar for the
+# others': the engine finds their exact gains (engine._choose), the Python loop their lower
+# bounds (evidence.prior_gains); the choice does not depend on it
+SCALAR_MAX = 16  # exact gains under a hyperprior the Python loop finds one at a time; more, on
+# arrays (evidence._exact_gains; the same numbers either way)
 DRIFT_TOL = 1e-7  # relative drift of the updated S, Q that triggers a full recomputation
 DRIFT_SAMPLE = 16  # random candidates checked for drift after every update (plus the model
 # and the best candidates to add)

@@ -83,6 +83,7 @@ from rvm_ppl.closed_form.constants import (  # noqa: F401  (re-exported)
     PREFETCH,
     PREFETCH_CHEAP,
     REESTIMATE,
+    SCALAR_MAX,
     ZERO_FACTOR,
     initial_noise_precision,
 )
@@ -465,14 +466,16 @@ _SCALAR_PRIOR_GAIN = compiled_decisions(lambda f: f, numpy=SCALAR_NUMPY)["prior_
 
 
 def _exact_gains(S, Q, alpha, scale, a, b):
-    """:func:`rvm_ppl.closed_form.driver.prior_gain` of a few bases, one at a time.
+    """:func:`rvm_ppl.closed_form.driver.prior_gain` of the steps a decision solves.
 
-    The same operations, in the same order, on each element as the array
-    version, so the same numbers (tested); few bases are solved per decision
-    (:func:`prior_gains`), and on NumPy scalars each costs a fraction of one
-    array call of the root search.
+    Up to ``SCALAR_MAX`` of them one at a time on NumPy scalars, more on
+    arrays: the same operations, in the same order, on each element, so the
+    same numbers either way (tested). One element costs a fraction of one
+    array call of the root search; most decisions solve one or two.
     """
     n = S.size
+    if n > SCALAR_MAX:
+        return prior_gain(S, Q, alpha, scale, a, b)
     gain, new, keep = np.empty(n), np.empty(n), np.empty(n, dtype=bool)
     for i in range(n):
         gain[i], new[i], keep[i] = _SCALAR_PRIOR_GAIN(S[i], Q[i], alpha[i], scale[i], a, b)
@@ -485,10 +488,11 @@ def prior_gains(S, Q, act, alpha, scale, priors, blocked, refused=None):
     The decision needs the exact gain (a cubic's root,
     :func:`~rvm_ppl.closed_form.driver.prior_gain`) only of the steps that
     could be the best one. Every basis's largest share of the objective lies
-    between :func:`~rvm_ppl.closed_form.driver.gain_floor` (and, in the
-    model, its share at its current ``alpha``) and
-    :func:`~rvm_ppl.closed_form.driver.gain_bound`, both closed forms; a
-    step whose upper bound the best lower bound has
+    between a lower bound (for a basis in the model, its share now and
+    :func:`~rvm_ppl.closed_form.driver.gain_floor`; for the ``FIRST_EXACT``
+    candidates of largest upper bound, their floor) and
+    :func:`~rvm_ppl.closed_form.driver.gain_bound`, all closed forms; a step
+    whose upper bound the best lower bound has
     :func:`~rvm_ppl.closed_form.driver.beaten` cannot win and is not solved.
     A basis in the model is deleted when its best share is not positive:
     certain where the upper bound is not positive, and solved where neither
@@ -506,54 +510,77 @@ def prior_gains(S, Q, act, alpha, scale, priors, blocked, refused=None):
     """
     a, b = priors["a"], priors["b"]
     k = act.size
-    free = np.ones(k, dtype=bool) if refused is None else ~refused
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         s, q = S * (scale * scale), Q * scale
         # Without a prior term to gain, only q^2 > s can have a positive bound.
         cand = ~blocked & ((q * q > s) if prior_peak(a, b) <= 0 else (s > 0))
         cand[act] = False
         out = np.flatnonzero(cand)
-        # The model's bases, then the candidates: both bounds of every one in one pass.
+        # The model's bases, then the candidates: the upper bounds in one pass.
         sc = scale[act]
         sa, qa = left_out(S[act], Q[act], alpha)
         s = np.concatenate([sa * (sc * sc), s[out]])
         q = np.concatenate([qa * sc, q[out]])
         upper = gain_bound(s, q, a, b)
-        up = upper > 0
-        up[:k] = True
-        s, q, upper = s[up], q[up], upper[up]
-        floor = gain_floor(s, q, a, b)
-        out, bound = out[up[k:]], upper[k:]
-        order = out[top_candidates(np.arange(out.size), bound, ADD_ORDER)]
-        # The model's bases: their share now, and bounds on their best share.
+        up = upper[k:] > 0
+        out, bound = out[up], upper[k:][up]
+        ranked = top_candidates(np.arange(out.size), bound, ADD_ORDER)  # FIRST_EXACT <= ADD_ORDER
+        order = out[ranked]
+        # Lower bounds: of the model's bases and of the best candidates by their bound.
+        look = np.concatenate([np.arange(k), k + np.flatnonzero(up)[ranked[:FIRST_EXACT]]])
+        floor = gain_floor(s[look], q[look], a, b)
         sa, qa, upper, now = s[:k], q[:k], upper[:k], alpha * (sc * sc)
         current = gamma_log_prior(now, a, b) - delete_gain(sa, qa, now)
         lower = np.maximum(current, floor[:k])
         slack = BOUND_SLACK * (1.0 + np.abs(upper) + np.abs(current))
+        gone = ~(upper > 0)  # deleted: no alpha makes the basis worth having
+        free = ~gone  # kept, or to be solved
+        if refused is not None:
+            gone &= ~refused
+            free &= ~refused
         gain_a, new_a = np.full(k, -np.inf), alpha.copy()
-        gone = free & ~(upper > 0)  # deleted: no alpha makes the basis worth having
         gain_a[gone], new_a[gone] = -current[gone], np.inf
-        delete = gone.copy()
-        solve = free & ~gone & ~(lower > slack)  # kept or deleted: the exact share decides
+        delete = gone
+        solve = free & ~(lower > slack)  # kept or deleted: the exact share decides
         if solve.any():
             g, n, kp = _exact_gains(S[act[solve]], Q[act[solve]], alpha[solve], sc[solve], a, b)
             gain_a[solve], new_a[solve], delete[solve] = g, n, ~kp
-        empty = np.empty(0, dtype=int), np.empty(0), np.empty(0)
         if delete.any():
-            return (*empty, gain_a, new_a, delete, order)
+            return (*_NO_ADDITION, gain_a, new_a, delete, order)
         # No deletion: the best step is the re-estimation or addition of largest gain.
-        best = max(np.max(np.where(free & ~solve, lower - current, gain_a), initial=-np.inf),
+        free &= ~solve
+        best = max(np.max(np.where(free, lower - current, gain_a), initial=-np.inf),
                    np.max(floor[k:], initial=-np.inf))
-        rest = free & ~solve & ~beaten(upper - current + slack, best)
+        rest = free & ~beaten(upper - current + slack, best)
         if rest.any():
             g, n, _ = _exact_gains(S[act[rest]], Q[act[rest]], alpha[rest], sc[rest], a, b)
             gain_a[rest], new_a[rest] = g, n
         add = ~beaten(bound, best)
-        if not add.any():
-            return (*empty, gain_a, new_a, delete, order)
-        idx = out[add]  # ascending: ties go to the lower index
-        gain, new, keep = _exact_gains(S[idx], Q[idx], np.full(idx.size, np.inf), scale[idx], a, b)
+        n_add = np.count_nonzero(add)
+        if not n_add:
+            return (*_NO_ADDITION, gain_a, new_a, delete, order)
+        if n_add > SCALAR_MAX:
+            # The floors leave many candidates (a strong hyperprior, an empty model): the
+            # exact gains of the best few by their bound raise the bar first, as the engine's.
+            first = np.sort(ranked[:FIRST_EXACT])
+            g, n, kp = _exact_gains(S[out[first]], Q[out[first]], np.full(first.size, np.inf),
+                                    scale[out[first]], a, b)
+            add = ~beaten(bound, max(best, np.max(g[kp], initial=-np.inf)))
+            add[first] = False
+            idx = out[add]
+            g2, n2, kp2 = _exact_gains(S[idx], Q[idx], np.full(idx.size, np.inf), scale[idx], a, b)
+            idx = np.concatenate([out[first], idx])
+            gain, new, keep = (np.concatenate(z) for z in ((g, g2), (n, n2), (kp, kp2)))
+            by = np.argsort(idx, kind="stable")  # ascending: ties go to the lower index
+            idx, gain, new, keep = idx[by], gain[by], new[by], keep[by]
+        else:
+            idx = out[add]  # ascending: ties go to the lower index
+            gain, new, keep = _exact_gains(S[idx], Q[idx], np.full(idx.size, np.inf), scale[idx],
+                                           a, b)
     return idx[keep], gain[keep], new[keep], gain_a, new_a, delete, order
+
+
+_NO_ADDITION = np.empty(0, dtype=int), np.empty(0), np.empty(0)  # read only
 
 
 class _Columns:
@@ -614,6 +641,7 @@ class _Model:
         self._GA = _Columns(basis.n_basis)  # Phi~^T Phi~[:, active]
         self.priors = None  # Gamma hyperpriors (resolve_evidence_priors), original column units
         self.alpha_prior = False
+        self._sc2 = None, None  # (act_idx, its columns' squared norms), for penalty()
 
     # -- the statistics interface of rvm_ppl.closed_form.driver.ascend -------
     tracks_gain = True  # rank-one updates: the log evidence moves by the predicted gain
@@ -845,8 +873,9 @@ class _Model:
             return 0.0
         out = 0.0
         if self.alpha_prior:
-            sc = self.scale[self.act_idx]
-            out = float(np.sum(gamma_log_prior(self.alpha * (sc * sc), p["a"], p["b"])))
+            if self._sc2[0] is not self.act_idx:  # the squared norms of the model's columns
+                self._sc2 = self.act_idx, self.scale[self.act_idx] ** 2
+            out = float(gamma_log_prior(self.alpha * self._sc2[1], p["a"], p["b"]).sum())
         if p["c"] or p["d"]:
             out += gamma_log_prior(self.beta, p["c"], p["d"])
         return out
