@@ -728,7 +728,7 @@ def compiled(jit, ops=None, numpy=np):
     calling them; Numba resolves the names when a function is first
     compiled, so ``ops`` may be filled in after this call. ``numpy`` is the
     namespace the functions see as ``np`` (:data:`SCALAR_NUMPY` for the
-    Python loop's scalar versions, :data:`SCALAR`).
+    Python loop's versions on scalars, with ``jit`` the identity).
     """
     g = dict(globals())
     g["np"] = numpy
