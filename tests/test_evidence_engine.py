@@ -347,3 +347,32 @@ def test_hyperprior_gains_skip_only_steps_that_cannot_win(a, b, with_refused, rn
         assert g == pytest.approx(full.gain, rel=1e-12, abs=1e-14)
         n_top = ints[_evidence_engine._N_TOP]
         np.testing.assert_array_equal(top[:n_top], pruned.add_order[:top.size])
+
+
+def test_engine_cache_is_keyed_on_the_driver_and_the_constants(tmp_path, monkeypatch):
+    # The engine's compiled loop holds the driver's decision functions and the constants:
+    # its cached machine code must go stale when any of the three files changes, not only
+    # engine.py, for the functions compiled from each of them.
+    import os
+    import shutil
+
+    from rvm_ppl.closed_form import constants
+
+    sources = {os.path.abspath(m.__file__) for m in (driver, constants, _evidence_engine)}
+    assert set(_evidence_engine._SOURCES) == sources
+    for jitted in (_evidence_engine._choose, _evidence_engine._prior_gain):  # engine.py, driver.py
+        locator = jitted._cache._impl._locator
+        assert isinstance(locator, _evidence_engine._EngineCacheLocator)
+    copies = []
+    for path in sorted(sources):
+        copy = tmp_path / os.path.basename(path)
+        shutil.copy2(path, copy)
+        copies.append(str(copy))
+    monkeypatch.setattr(_evidence_engine, "_SOURCES", tuple(copies))
+    before = locator.get_source_stamp()
+    for copy in copies:
+        stamp = os.stat(copy)
+        os.utime(copy, ns=(stamp.st_atime_ns, stamp.st_mtime_ns + 10**9))
+        after = locator.get_source_stamp()
+        assert after != before
+        before = after

@@ -31,7 +31,9 @@ returns :data:`FAILED` and the caller reruns the climb in Python, under the
 jitter policy of :func:`rvm_ppl.core.linalg.cholesky_jittered`.
 
 The first call on a machine compiles the engine and caches the machine code
-on disk (``cache=True``); the first call in a later process loads it with
+on disk (``cache=True``), keyed on this module's, the driver's and the
+constants' source files (``_EngineCacheLocator``: the machine code holds all
+three); the first call in a later process loads it with
 Numba's runtime, which costs more than a whole small fit in Python: that is
 why problems of at most ``ENGINE_MIN_ENTRIES`` entries always run in Python
 (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`, ``compiled``;
@@ -40,11 +42,13 @@ the documentation's "Defaults and why" gives the times).
 
 from __future__ import annotations
 
+import os
 import types
 from collections import namedtuple
 
 import numpy as np
 from numba import njit
+from numba.core.caching import CacheImpl, _CacheLocator
 
 from rvm_ppl.closed_form import constants as _ev
 from rvm_ppl.closed_form import driver as _driver
@@ -53,6 +57,46 @@ OK, FAILED = 0, 1
 _ZERO_FACTOR = _ev.ZERO_FACTOR
 ADD, REESTIMATE, DELETE = _driver.ADD_CODE, _driver.REESTIMATE_CODE, _driver.DELETE_CODE
 COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh", "polish", "refused")
+
+# The engine's machine code holds the driver's decision functions and the constants,
+# compiled into its loop; Numba keys a cached function on its own source file only, so an
+# edit to driver.py or constants.py alone would leave the cached loop of engine.py stale.
+# Every function compiled from these files is keyed on all three.
+_SOURCES = tuple(os.path.abspath(m.__file__) for m in (_driver, _ev)) + (os.path.abspath(__file__),)
+
+
+class _EngineCacheLocator(_CacheLocator):
+    """Numba's own cache locator for a function of the engine's sources, stamped with all of them."""
+
+    def __init__(self, base):
+        self._base = base
+
+    def ensure_cache_path(self):
+        self._base.ensure_cache_path()
+
+    def get_cache_path(self):
+        return self._base.get_cache_path()
+
+    def get_disambiguator(self):
+        return self._base.get_disambiguator()
+
+    def get_source_stamp(self):
+        stats = [os.stat(path) for path in _SOURCES]
+        return tuple((st.st_mtime, st.st_size) for st in stats)
+
+    @classmethod
+    def from_function(cls, py_func, py_file):
+        if os.path.abspath(py_file) not in _SOURCES:
+            return None
+        for other in CacheImpl._locator_classes:
+            base = None if other is cls else other.from_function(py_func, py_file)
+            if base is not None:
+                return cls(base)
+        return None
+
+
+if _EngineCacheLocator not in CacheImpl._locator_classes:
+    CacheImpl._locator_classes.insert(0, _EngineCacheLocator)
 
 # Constants are frozen into the compiled code.
 _MIN_DELTA_LOG_BETA = _ev.MIN_DELTA_LOG_BETA
