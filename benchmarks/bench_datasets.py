@@ -24,9 +24,15 @@ The RBF width of friedman2/3, boston and pima is chosen once per problem by
 5-fold cross-validation of the evidence fit on the training set (squared
 error, or log loss for pima) over ``--gammas``, and then used by every method.
 
-Every method runs with the estimator's defaults unless ``--chains``/``--draws``
-are given (4 chains x (1000 + 1000) for nuts; 1000 draws from every other
-posterior). Columns: fit time, test RMS or error rate, NLPD or log loss,
+All four methods fit one model, the demo's comparison hyperprior
+(``rvm_ppl.demo.COMPARED``: Gamma(1e-6, 1e-6) on alpha and beta for
+regression, Gamma(3, 2) on alpha for the classifiers; the evidence fit is then
+type-II MAP), and the classic evidence fit (type-II maximum likelihood, flat in
+log alpha) is a row beside them, as in the demo; a fit of another model in the
+summary table would be an error. Otherwise every method runs with the
+estimator's defaults unless ``--chains``/``--draws`` are given (4 chains x
+(1000 + 1000) for nuts; 1000 draws from every other posterior). Columns: fit
+time, test RMS or error rate, NLPD or log loss,
 relevance vectors, sum of E[gamma], noise sd (regression), each method's own
 diagnostics, and from :func:`rvm_ppl.output.diagnostics.summary_table` the Pareto
 k-hat of vb and advi and the 1-Wasserstein distance of log10 alpha to NUTS
@@ -129,7 +135,7 @@ def _scores(kind, model, Xt, yt, truth):
 
 def run(name, args):
     from rvm_ppl import RVC, RVR
-    from rvm_ppl.demo import _fit_all, _row, _table
+    from rvm_ppl.demo import CLASSIC, COMPARED, _fit_all, _row, _table
 
     kind, X, y, Xt, yt, truth, gamma = problem(name, args.seed, args.gammas)
     options = {"random_state": args.seed}
@@ -138,12 +144,21 @@ def run(name, args):
     if args.draws:
         options.update(draws=args.draws, tune=args.draws)
     est = RVR if kind == "regression" else RVC
-    fits, seconds = _fit_all(lambda _m: est(gamma=gamma, **options), X, y, methods=args.methods)
+    prior = COMPARED["sinc" if kind == "regression" else "ripley"]  # by likelihood
+    fits, seconds = _fit_all(lambda _m: est(gamma=gamma, **prior, **options), X, y,
+                             methods=args.methods)
+    fitted = list(fits.items())
+    if "evidence" in args.methods:
+        classic, classic_s = _fit_all(lambda _m: est(gamma=gamma, **options), X, y,
+                                      methods=("evidence",))
+        fitted.append((CLASSIC, classic["evidence"]))
+        seconds[CLASSIC] = classic_s["evidence"]
     rows = []
-    for method, model in fits.items():
+    for label, model in fitted:
         extra = [f"{1 / np.sqrt(model.beta_) :.4g}"] if kind == "regression" else []
-        rows.append(_row(method, model, seconds[method], list(_scores(kind, model, Xt, yt, truth)),
-                         extra))
+        method = "evidence" if label == CLASSIC else label
+        rows.append(_row(method, model, seconds[label], list(_scores(kind, model, Xt, yt, truth)),
+                         extra, label=label))
     head = ["method", "fit time (s)", "test RMS" if kind == "regression" else "test error",
             "NLPD" if kind == "regression" else "log loss", "relevance vectors", "sum E[gamma]",
             *(["noise sd"] if kind == "regression" else []), "diagnostics"]
@@ -151,11 +166,13 @@ def run(name, args):
     print(_table(head, rows))
     record_markdown(None, _table(head, rows))
     if "nuts" in fits and len(fits) > 1:
-        from rvm_ppl.output.diagnostics import summary_table
+        from rvm_ppl.output.diagnostics import ModelMismatchWarning, summary_table
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            table = summary_table(fits, reference="nuts", fit_times=seconds)
+            warnings.simplefilter("error", ModelMismatchWarning)  # one model per comparison
+            table = summary_table(fits, reference="nuts",
+                                  fit_times={m: seconds[m] for m in fits})
         cols = [c for c in ("khat", "w1_log10_alpha", "w1_log10_beta", "n_pruned") if c in table]
         print(table[cols].to_string(float_format=lambda v: f"{v:.3g}"), flush=True)
         record_table(f"{name}: summary_table against nuts", ["method", *cols],
