@@ -348,16 +348,12 @@ def gain_floor(s, q, a, b):
     maximum, so with :func:`gain_bound` it brackets the exact gain closely.
     ``b > 0``; ``a, b`` are scalars. Element-wise in ``s, q``.
     """
-    q2 = q * q
-    r = q2 / s
+    r, bs = q * q / s, b * s
     grows = (s > 0) & (r > 1.0)
-    alpha = s / pick(grows, r - 1.0, 1.0)  # s^2 / (q^2 - s)
-    floor = pick(grows, 0.5 * (r - 1.0 - np.log(r)) + a * np.log(alpha) - b * alpha, -_INF)
+    x = 1.0 / pick(grows, r - 1.0, 1.0)  # alpha / s at the plain maximum s^2 / (q^2 - s)
+    floor = pick(grows, penalised_x_value(x, r, s, a, bs), -_INF)
     if a > 0:
-        mode = a / b
-        t = mode + s
-        at_mode = 0.5 * (np.log(mode / t) + q2 / t) + (a * np.log(mode) - b * mode)
-        floor = np.maximum(floor, pick(s > 0, at_mode, -_INF))
+        floor = np.maximum(floor, pick(s > 0, penalised_x_value(a / bs, r, s, a, bs), -_INF))
     return floor
 
 

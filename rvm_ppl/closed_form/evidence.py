@@ -580,7 +580,9 @@ def prior_gains(S, Q, act, alpha, scale, priors, blocked, refused=None):
     return idx[keep], gain[keep], new[keep], gain_a, new_a, delete, order
 
 
-_NO_ADDITION = np.empty(0, dtype=int), np.empty(0), np.empty(0)  # read only
+_NO_ADDITION = np.empty(0, dtype=int), np.empty(0), np.empty(0)  # shared by every decision
+for _empty in _NO_ADDITION:
+    _empty.flags.writeable = False
 
 
 class _Columns:
