@@ -1371,6 +1371,8 @@ def fit_evidence_full(
     Returns
     -------
     EvidenceResult
+        Its ``log_evidence_trace`` holds the log evidence at the start and
+        after every iteration (``n_iter + 1`` values), ending at ``log_evidence``.
     """
     Phi = np.asarray(Phi, dtype=float)
     t = np.asarray(t, dtype=float)
@@ -1416,6 +1418,7 @@ def fit_evidence_full(
     else:
         warn_not_converged(max_iter)
     evaluate()
+    trace.append(model.logml)  # after the last update: the trace ends at the log evidence
     model.scale = scale  # report on the original column scale
     return model.result(trace, it, converged, counts={REESTIMATE: it})
 
