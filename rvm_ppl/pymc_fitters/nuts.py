@@ -248,6 +248,8 @@ def nuts_result(
         "target_accept": float(target_accept),
         "blas_threads": -1 if blas_threads is None else int(blas_threads),
         "tune": int(tune),
+        # NUTS iterations of each chain, tuning included (the estimators' n_iter_).
+        "n_iter": int(tune) + int(post.sizes["draw"]),
         "wall_time_s": wall,
         "sampling_time_s": sampling_time,
         "ess_per_s": diag[ess_key] / sampling_time if sampling_time > 0 else np.nan,
