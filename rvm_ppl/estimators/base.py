@@ -19,7 +19,7 @@ from sklearn import config_context, get_config
 from sklearn.base import BaseEstimator, clone
 from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from rvm_ppl.closed_form.scales import (
     extended_basis_labels,
@@ -36,6 +36,14 @@ from rvm_ppl.inference.methods import (
 from rvm_ppl.inference.methods import fit as _fit
 from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis, kernel_basis
 from rvm_ppl.kernels.kernel import KERNEL_NAMES, Kernel, basis_labels, make_kernel
+
+# The input dtypes kept by the fitted weights and the predictions (scikit-learn's
+# Bayesian regressors keep float32); any other is converted to the first.
+INPUT_DTYPES = (np.float64, np.float32)
+
+# The fit group's objective traces, by precedence: the penalised objective a
+# type-II MAP evidence fit maximises, the log evidence, the variational bound.
+OBJECTIVE_TRACES = ("objective", "log_evidence", "elbo")
 
 # Above this many design-matrix entries (N x M) the evidence method evaluates
 # kernel columns on demand instead of storing the matrix (200 MB of float64).
@@ -223,10 +231,30 @@ class _RVMBase(BaseEstimator):
         self.sigma_ = result.cov
         self.alpha_ = result.alpha
         self.n_iter_ = result.stats.get("n_iter")
+        self.scores_ = objective_trace(result)
         if "log_evidence" in result.stats:
             self.log_evidence_ = result.stats["log_evidence"]
         elif hasattr(self, "log_evidence_"):
             del self.log_evidence_
+
+    def _cast_weights(self, dtype):
+        """``coef_`` and ``sigma_`` in ``dtype``, the training inputs' (float32 or float64).
+
+        The fit runs in float64 whatever the inputs; float32 inputs get their
+        weights back in float32, as scikit-learn's Bayesian regressors keep them.
+        """
+        self.coef_ = self.coef_.astype(dtype, copy=False)
+        self.sigma_ = ([s.astype(dtype, copy=False) for s in self.sigma_]
+                       if isinstance(self.sigma_, list) else self.sigma_.astype(dtype, copy=False))
+
+    def _test_inputs(self, X):
+        """Validated test inputs in float64 and the dtype of what is predicted from them.
+
+        float32 when ``X`` and the fitted ``coef_`` are float32 (numpy's promotion
+        of the two, as in scikit-learn's linear models), float64 otherwise.
+        """
+        X = validate_data(self, X, dtype=INPUT_DTYPES, reset=False)
+        return X.astype(np.float64, copy=False), np.result_type(X.dtype, self.coef_.dtype)
 
     def _outside_var(self, result, X):
         """``sum_m phi_m(x)^2 v_m`` over the weights outside the model that are not point masses."""
@@ -295,6 +323,20 @@ class _RVMBase(BaseEstimator):
         from rvm_ppl.estimators.persistence import load
 
         return load(cls, path)
+
+
+def objective_trace(result):
+    """The trace of the objective ``result``'s method maximised, or None (nuts, a constant fit).
+
+    The first of :data:`OBJECTIVE_TRACES` in ``result.fit`` on ``iteration``;
+    the same array that :func:`rvm_ppl.output.idata.to_idata` puts in the
+    ``fit`` group.
+    """
+    for name in OBJECTIVE_TRACES:
+        dims, values = result.fit.get(name, ((), None))
+        if dims == ("iteration",):
+            return np.asarray(values, dtype=float)
+    return None
 
 
 def _finite(Phi, what):

@@ -15,7 +15,7 @@ from rvm_ppl.closed_form.bernoulli import predict_proba_moderated
 from rvm_ppl.closed_form.categorical import fit_evidence_multinomial, predict_proba_multinomial
 from rvm_ppl.core.linalg import blas_limit
 from rvm_ppl.core.priors import fit_priors
-from rvm_ppl.estimators.base import _atomic, _RVMBase, _seed
+from rvm_ppl.estimators.base import INPUT_DTYPES, _atomic, _RVMBase, _seed, objective_trace
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
@@ -91,9 +91,15 @@ class RVC(ClassifierMixin, _RVMBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    coef_ : ndarray of shape (n_basis,) or (n_classes, n_basis)
-        Posterior mean (evidence: mode) of the weights.
-    alpha_ : ndarray of shape (n_basis,) or (n_classes, n_basis)
+    coef_ : ndarray of shape (n_models, n_basis)
+        Posterior mean (evidence: mode) of the weights, one row per binary
+        model (one for two classes, one per class for one-vs-rest) or per
+        class of the multinomial model. float32 when ``X`` was float32
+        (computed in float64 and rounded once), else float64.
+    sigma_ : list of ndarray
+        Per row of ``coef_``, the posterior covariance of its weights in
+        ``active_``, in the dtype of ``coef_``.
+    alpha_ : ndarray of shape (n_models, n_basis)
     relevance_ : ndarray of int
         Training points whose basis function is relevant (for any class).
     relevance_vectors_ : ndarray
@@ -109,6 +115,24 @@ class RVC(ClassifierMixin, _RVMBase):
         As for :class:`RVR`, without ``beta``; with more than two classes,
         or with ``multi_class="multinomial"``, the posterior variables have a
         ``class`` dimension after ``draw``.
+    scores_ : ndarray of shape (n_scores,) or (n_classes, n_scores), or None
+        The objective trace of ``idata_.fit``, the very array, as for
+        :class:`RVR`: one model (two classes, or ``multi_class="multinomial"``)
+        gives one trace; one-vs-rest with more classes one row per class,
+        NaN after that model's last entry. evidence: the Laplace log
+        evidence (``fit.log_evidence``; with a hyperprior the penalised
+        objective, ``fit.objective``), after the first search of the posterior
+        mode and after every step that changed the model, ending at
+        ``log_evidence_``; it is recomputed at a moving mode and may dip
+        (:mod:`rvm_ppl.closed_form.bernoulli`). vb: the Jaakkola-Jordan bound
+        after every sweep, never decreasing. advi: the ELBO of every
+        iteration. nuts: None.
+    n_iter_ : ndarray of int, shape (n_models,) or (1,)
+        Iterations run by each binary model (one entry for two classes, one
+        per class for one-vs-rest) or by the one multinomial model (shape
+        (1,), as :class:`~sklearn.linear_model.LogisticRegression` has it).
+        evidence: the sequential driver's iterations; vb: sweeps; advi: Adam
+        iterations; nuts: the NUTS iterations of each chain, ``tune + draws``.
 
     Notes
     -----
@@ -234,7 +258,8 @@ class RVC(ClassifierMixin, _RVMBase):
                              "the Bernoulli likelihood); use multi_class='ovr' with vb, or "
                              "method 'evidence', 'advi' or 'nuts' with multi_class='multinomial'.")
         X, y = validate_data(self, X, y, dtype=None, ensure_min_samples=2)
-        X = np.asarray(X, dtype=np.float64)
+        dtype = X.dtype if X.dtype in INPUT_DTYPES else np.dtype(np.float64)
+        X = np.asarray(X, dtype=np.float64)  # computed in float64
         check_classification_targets(y)
         classes, codes = np.unique(y, return_inverse=True)
         if len(classes) < 2:
@@ -246,7 +271,8 @@ class RVC(ClassifierMixin, _RVMBase):
                                                       lazy_ok=method in ("evidence", "vb"))
         if self.multi_class == "multinomial":
             results, joint_cov = self._fit_multinomial(method, basis, codes, labels, classes)
-            self._store(X, classes, codes, kernel, n_extra, method, results, joint_cov=joint_cov)
+            self._store(X, classes, codes, kernel, n_extra, method, results, joint_cov=joint_cov,
+                        dtype=dtype)
             return self
         # One binary model for two classes (t = 1 for classes[1]); one per class
         # against the rest otherwise. No start: the evidence fit starts, as
@@ -255,7 +281,7 @@ class RVC(ClassifierMixin, _RVMBase):
         targets = [codes == 1] if len(classes) == 2 else [codes == k for k in range(len(classes))]
         results = [self._fit_result(method, basis, t.astype(float), labels=labels,
                                     likelihood="bernoulli") for t in targets]
-        self._store(X, classes, codes, kernel, n_extra, method, results)
+        self._store(X, classes, codes, kernel, n_extra, method, results, dtype=dtype)
         return self
 
     def _fit_multinomial(self, method, basis, codes, labels, classes):
@@ -275,7 +301,8 @@ class RVC(ClassifierMixin, _RVMBase):
         return self._fit_result(method, basis, codes, labels=labels, likelihood="categorical",
                                 model_kw=model_kw), None
 
-    def _store(self, X, classes, codes, kernel, n_extra, method, results, joint_cov=None):
+    def _store(self, X, classes, codes, kernel, n_extra, method, results, joint_cov=None, *,
+               dtype=np.float64):
         self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=results)
         self.classes_ = classes
         self.y_codes_ = codes
@@ -291,13 +318,22 @@ class RVC(ClassifierMixin, _RVMBase):
         self.alpha_ = np.array([r.alpha for r in results])
         self.active_ = [r.support for r in results]
         self.sigma_ = [r.cov for r in results]
-        self.n_iter_ = np.array([r.stats.get("n_iter", -1) for r in results])
+        models = results[:1] if self._multinomial else results  # one softmax model, or K
+        self.n_iter_ = np.array([r.stats["n_iter"] for r in models])
+        traces = [objective_trace(r) for r in models]
+        if traces[0] is None or len(traces) == 1:
+            self.scores_ = traces[0]
+        else:  # the fit group's (class, iteration) array: NaN after a model's last iteration
+            self.scores_ = np.full((len(traces), max(map(len, traces))), np.nan)
+            for k, trace in enumerate(traces):
+                self.scores_[k, :len(trace)] = trace
         if method == "evidence":
             self.log_evidence_ = np.array([r.stats["log_evidence"] for r in results])
             if self._multinomial:  # one model, one evidence
                 self.log_evidence_ = float(self.log_evidence_[0])
         else:
             self.__dict__.pop("log_evidence_", None)
+        self._cast_weights(dtype)
 
     @property
     def _multinomial(self):
@@ -338,10 +374,14 @@ class RVC(ClassifierMixin, _RVMBase):
         return predict_proba_moderated(Phi, result.mean, result.cov,
                                        extra_var=self._outside_var(result, X))
 
-    def _ovr_proba(self, X):
-        check_is_fitted(self, "results_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
-        return np.column_stack([self._binary_proba(r, X) for r in self.results_])
+    def _proba(self, X):
+        """Class probabilities in float64 at validated float64 inputs ``X``."""
+        if self._multinomial:
+            return self._multinomial_proba(X)
+        P = np.column_stack([self._binary_proba(r, X) for r in self.results_])
+        if P.shape[1] == 1:
+            return np.column_stack([1.0 - P[:, 0], P[:, 0]])
+        return P / P.sum(axis=1, keepdims=True)
 
     def decision_function(self, X):
         """Log-odds of the predictive probability of each one-vs-rest model.
@@ -356,14 +396,16 @@ class RVC(ClassifierMixin, _RVMBase):
         ndarray of shape (n_samples,) for two classes, else (n_samples, n_classes)
         """
         check_is_fitted(self, "results_")
+        X, dtype = self._test_inputs(X)
         if self._multinomial:
-            logP = np.log(np.clip(self.predict_proba(X), np.finfo(float).tiny, None))
+            logP = np.log(np.clip(self._multinomial_proba(X), np.finfo(float).tiny, None))
             if logP.shape[1] == 2:
-                return logP[:, 1] - logP[:, 0]
-            return logP - logP.mean(axis=1, keepdims=True)
-        P = np.clip(self._ovr_proba(X), np.finfo(float).tiny, 1 - np.finfo(float).epsneg)
+                return (logP[:, 1] - logP[:, 0]).astype(dtype, copy=False)
+            return (logP - logP.mean(axis=1, keepdims=True)).astype(dtype, copy=False)
+        P = np.column_stack([self._binary_proba(r, X) for r in self.results_])
+        P = np.clip(P, np.finfo(float).tiny, 1 - np.finfo(float).epsneg)
         f = np.log(P) - np.log1p(-P)
-        return f[:, 0] if f.shape[1] == 1 else f
+        return (f[:, 0] if f.shape[1] == 1 else f).astype(dtype, copy=False)
 
     def predict_proba(self, X):
         """Class probabilities, columns in ``classes_`` order.
@@ -371,24 +413,25 @@ class RVC(ClassifierMixin, _RVMBase):
         Returns
         -------
         ndarray of shape (n_samples, n_classes)
+            float32 when ``X`` and the fit's inputs were float32, else float64
+            (computed in float64, as :meth:`predict` and
+            :meth:`decision_function`, which follow the same rule).
         """
         check_is_fitted(self, "results_")
-        if self._multinomial:
-            X = validate_data(self, X, dtype=np.float64, reset=False)
-            return self._multinomial_proba(X)
-        P = self._ovr_proba(X)
-        if P.shape[1] == 1:
-            return np.column_stack([1.0 - P[:, 0], P[:, 0]])
-        return P / P.sum(axis=1, keepdims=True)
+        X, dtype = self._test_inputs(X)
+        return self._proba(X).astype(dtype, copy=False)
 
     def predict_log_proba(self, X):
         """Logarithm of :meth:`predict_proba`."""
-        return np.log(self.predict_proba(X))
+        check_is_fitted(self, "results_")
+        X, dtype = self._test_inputs(X)
+        return np.log(self._proba(X)).astype(dtype, copy=False)
 
     def predict(self, X):
-        """Most probable class."""
-        P = self.predict_proba(X)
-        return self.classes_[np.argmax(P, axis=1)]
+        """Most probable class (by the float64 probabilities, whatever the dtype of ``X``)."""
+        check_is_fitted(self, "results_")
+        X, _ = self._test_inputs(X)
+        return self.classes_[np.argmax(self._proba(X), axis=1)]
 
     @property
     def idata_(self):

@@ -160,6 +160,7 @@ def _with_state(est):
         "model_id": model_id(type(est).__name__, params, est.method_),
         "n_extra": int(est.n_extra_),
         "n_results": len(results),
+        "dtype": str(est.coef_.dtype),  # of the training inputs: coef_, sigma_, predictions
     }
     if hasattr(est, "classes_"):
         attrs["classes"] = json.dumps(np.asarray(est.classes_).tolist())
@@ -178,6 +179,9 @@ def _with_state(est):
             data[f"w_draws_{k}"] = ((f"sample{k}", s), r.w_draws)
         if r.outside_var is not None:
             data[f"outside_var_{k}"] = ((m,), r.outside_var)
+        for name, (dims_, values) in r.fit.items():  # objective traces: the scores_
+            if dims_ == ("iteration",):
+                data[f"trace_{name}_{k}"] = ((f"iteration{k}",), values)
         if r.latent is not None:  # the low-rank fit's g = V w (predictions go through it)
             g = f"g{k}"
             data[f"latent_V_pinv_{k}"] = ((s, g), r.latent["V_pinv"])
@@ -213,9 +217,12 @@ def _restore_result(state, k):
         latent = {name: np.asarray(state[f"latent_{name}_{k}"].values)
                   for name in ("V_pinv", "mean", "cov")}
         latent["draws"] = None
+    prefix, suffix = "trace_", f"_{k}"
+    fit = {name[len(prefix):-len(suffix)]: (("iteration",), np.asarray(state[name].values))
+           for name in state.data_vars if name.startswith(prefix) and name.endswith(suffix)}
     return FitResult(latent=latent, method=meta["method"], likelihood=meta["likelihood"],
                      basis=tuple(meta["basis"]), beta=meta["beta"], noise_var=meta["noise_var"],
-                     stats=meta["stats"], draws=draws,
+                     stats=meta["stats"], draws=draws, fit=fit,
                      outside_var=None if outside is None else np.asarray(outside.values), **arrays)
 
 
@@ -326,17 +333,22 @@ def _restore(cls, idata, path):
                                            dtype=object)
     results = [_restore_result(state, k) for k in range(int(state.attrs["n_results"]))]
     method, n_extra = state.attrs["method"], int(state.attrs["n_extra"])
+    dtype = state.attrs.get("dtype", "float64")  # files before it: float64
+    if dtype not in ("float32", "float64"):
+        raise ValueError(f"{path} holds the dtype {dtype!r}; expected 'float32' or 'float64'.")
     if "classes" in state.attrs:
         classes = _classes(json.loads(state.attrs["classes"]), state.attrs.get("classes_dtype"),
                            path)
         joint = state.get("joint_cov")
         est._store(X, classes, np.asarray(state["y_codes"].values), kernel, n_extra, method,
-                   results, joint_cov=None if joint is None else np.asarray(joint.values))
+                   results, joint_cov=None if joint is None else np.asarray(joint.values),
+                   dtype=dtype)
     elif "counts_fit" in state:
         est._store(X, np.asarray(state["counts_fit"].values), kernel, n_extra, method,
-                   results[0], exposure=np.asarray(state["exposure_fit"].values))
+                   results[0], exposure=np.asarray(state["exposure_fit"].values), dtype=dtype)
     else:
-        est._store(X, np.asarray(state["y_fit"].values), kernel, n_extra, method, results[0])
+        est._store(X, np.asarray(state["y_fit"].values), kernel, n_extra, method, results[0],
+                   dtype=dtype)
     del idata[STATE_GROUP]
     est._idata = idata
     return est

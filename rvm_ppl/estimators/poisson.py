@@ -14,7 +14,7 @@ from rvm_ppl.closed_form.poisson import (
 )
 from rvm_ppl.core.counts import pool_counts
 from rvm_ppl.core.priors import fit_priors
-from rvm_ppl.estimators.base import _atomic, _RVMBase, _seed
+from rvm_ppl.estimators.base import INPUT_DTYPES, _atomic, _RVMBase, _seed
 from rvm_ppl.output.idata import to_idata
 
 # Entries of the (test points x posterior draws) rate matrix that advi's and nuts's
@@ -102,10 +102,12 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         observes at ``X_fit_``, summed over repeated rows.
     coef_ : ndarray of shape (n_basis,)
         Posterior mean of every weight (evidence: the Laplace mode); exactly
-        0 for pruned basis functions. Index 0 is the bias.
+        0 for pruned basis functions. Index 0 is the bias. float32 when
+        ``X`` was float32 (computed in float64 and rounded once), else float64.
     sigma_ : ndarray of shape (n_active, n_active)
         Posterior covariance of the weights in ``active_`` (evidence: the
-        Laplace covariance ``(Phi^T B Phi + A)^{-1}``, ``B = diag(lambda_n)``).
+        Laplace covariance ``(Phi^T B Phi + A)^{-1}``, ``B = diag(lambda_n)``),
+        in the dtype of ``coef_``.
     active_ : ndarray of int
         Basis indices with non-zero weight.
     alpha_ : ndarray of shape (n_basis,)
@@ -127,7 +129,15 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         ``observed_data`` the counts; ``constant_data`` ``X`` and, when an
         exposure differs from 1, the log exposure ``offset``; ``fit``,
         ``relevance``, ``prior`` and ``log_prior``.
+    scores_ : ndarray of shape (n_scores,) or None
+        The objective trace of ``idata_.fit``, the very array, as for
+        :class:`RVR`. evidence: the Laplace log evidence (with a hyperprior
+        the penalised objective), recorded as for :class:`RVC` and ending at
+        ``log_evidence_``; advi: the ELBO of every iteration; nuts: None.
     n_iter_ : int
+        Iterations run. evidence: the sequential driver's iterations; advi:
+        Adam iterations; nuts: the NUTS iterations of each chain,
+        ``tune + draws``.
 
     Notes
     -----
@@ -264,7 +274,9 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         self : PoissonRVR
         """
         method = self._check_method(method)
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=INPUT_DTYPES, y_numeric=True,
+                             ensure_min_samples=2)
+        dtype, X = X.dtype, X.astype(np.float64, copy=False)  # computed in float64
         y = y.astype(np.float64, copy=False)
         if (y < 0).any():
             raise ValueError(f"PoissonRVR needs non-negative targets y (counts per unit "
@@ -284,14 +296,15 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         basis, labels, n_extra = self._training_basis(X, kernel, lazy_ok=method == "evidence")
         result = self._fit_result(method, basis, counts, labels=labels, likelihood="poisson",
                                   offset=_offset(exposure))
-        self._store(X, counts, kernel, n_extra, method, result, exposure=exposure)
+        self._store(X, counts, kernel, n_extra, method, result, exposure=exposure, dtype=dtype)
         return self
 
-    def _store(self, X, counts, kernel, n_extra, method, result, *, exposure):
+    def _store(self, X, counts, kernel, n_extra, method, result, *, exposure, dtype=np.float64):
         self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=[result])
         self.counts_fit_ = counts
         self.exposure_fit_ = exposure
         self._store_result(result)
+        self._cast_weights(dtype)
 
     @property
     def idata_(self):
@@ -316,9 +329,9 @@ class PoissonRVR(RegressorMixin, _RVMBase):
 
     # -- predictions ---------------------------------------------------------------
     def _test_design(self, X, exposure):
-        """Validated ``X``, its design rows on the support and the log exposure at each."""
+        """Design rows of ``X`` on the support, the log exposure at each, the output dtype."""
         check_is_fitted(self, "result_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X, dtype = self._test_inputs(X)
         if exposure is None:
             log_s = np.zeros(X.shape[0])
         else:
@@ -329,7 +342,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
             if not (np.isfinite(s).all() and (s > 0).all()):
                 raise ValueError("exposure must be positive and finite.")
             log_s = np.broadcast_to(np.log(s), (X.shape[0],))
-        return self._design(X, self.result_.support), log_s
+        return self._design(X, self.result_.support), log_s, dtype
 
     def _rate_blocks(self, Phi, log_s):
         """advi, nuts: ``(rows, lambda)`` with the rates of every draw, rows in blocks."""
@@ -353,15 +366,17 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         Returns
         -------
         ndarray of shape (n_samples,)
+            float32 when ``X`` and the fit's inputs were float32, else float64.
         """
-        Phi, log_s = self._test_design(X, None)
+        Phi, log_s, dtype = self._test_design(X, None)
         r = self.result_
         if r.draws is None:
-            return predict_count_mean(Phi, r.mean, r.cov)
-        out = np.empty(Phi.shape[0])
-        for sl, lam in self._rate_blocks(Phi, log_s):
-            out[sl] = lam.mean(axis=1)
-        return out
+            out = predict_count_mean(Phi, r.mean, r.cov)
+        else:
+            out = np.empty(Phi.shape[0])
+            for sl, lam in self._rate_blocks(Phi, log_s):
+                out[sl] = lam.mean(axis=1)
+        return out.astype(dtype, copy=False)
 
     def predict_interval(self, X, coverage=0.9, exposure=None):
         """Central interval of the predictive distribution of the count.
@@ -390,7 +405,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         if not 0 < coverage < 1:
             raise ValueError(f"coverage must be in (0, 1); got {coverage!r}.")
         q = ((1 - coverage) / 2, (1 + coverage) / 2)
-        Phi, log_s = self._test_design(X, exposure)
+        Phi, log_s, _ = self._test_design(X, exposure)
         r = self.result_
         if r.draws is None:
             out = predict_count_quantiles(Phi, r.mean, r.cov, q, offset=log_s)
@@ -418,7 +433,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         -------
         ndarray of shape (n_samples, K)
         """
-        Phi, log_s = self._test_design(X, exposure)
+        Phi, log_s, _ = self._test_design(X, exposure)
         r = self.result_
         if r.draws is None:
             return predict_count_pmf(Phi, r.mean, r.cov, counts, offset=log_s)

@@ -12,7 +12,7 @@ from rvm_ppl.closed_form.scales import (
     SCHEDULES,
 )
 from rvm_ppl.core.priors import fit_priors
-from rvm_ppl.estimators.base import _atomic, _RVMBase, _seed
+from rvm_ppl.estimators.base import INPUT_DTYPES, _atomic, _RVMBase, _seed
 from rvm_ppl.estimators.rvm_star import rvm_star_predict
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
@@ -176,9 +176,12 @@ class RVR(RegressorMixin, _RVMBase):
         Training targets (used by RVM* predictions).
     coef_ : ndarray of shape (n_basis,)
         Posterior mean of every weight (``mu`` of Tipping 2001, eq. 13);
-        exactly 0 for pruned basis functions. Index 0 is the bias.
+        exactly 0 for pruned basis functions. Index 0 is the bias. float32
+        when ``X`` was float32 (computed in float64 and rounded once, as
+        scikit-learn's Bayesian regressors keep float32), else float64.
     sigma_ : ndarray of shape (n_active, n_active)
-        Posterior covariance of the weights in ``active_``.
+        Posterior covariance of the weights in ``active_``, in the dtype of
+        ``coef_``.
     active_ : ndarray of int
         Basis indices with non-zero weight.
     alpha_ : ndarray of shape (n_basis,)
@@ -199,7 +202,32 @@ class RVR(RegressorMixin, _RVMBase):
         ``RBF(gamma=eta_)``.
     idata_ : arviz.InferenceData
         Posterior of ``w``, ``alpha``, ``beta`` on dimension ``basis``.
+    scores_ : ndarray of shape (n_scores,) or None
+        The objective the method maximised, as it rose (as
+        :class:`~sklearn.linear_model.ARDRegression`'s ``scores_`` with
+        ``compute_score=True``): the very array of the trace in ``idata_.fit``,
+        float64. evidence: the log evidence (``fit.log_evidence``) or, with
+        a hyperprior (type-II MAP), the penalised objective that fit
+        maximises (``fit.objective``), at the start and after every
+        iteration that changed the model or the noise (the fast solver's
+        second ascent and re-check keep the trace of the ascents that led to
+        the result; :func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`);
+        it ends at ``log_evidence_`` (MAP: ``idata_.attrs["objective"]``) and
+        never decreases for the fast solver. vb: the variational bound
+        after every sweep (``fit.elbo``), never decreasing, ending at
+        ``idata_.attrs["elbo"]``. advi: the ELBO of every iteration
+        (``fit.elbo``), each a one-sample Monte Carlo estimate, so it is
+        noisy; PyMC's loss is its negative, and ``idata_.attrs["elbo"]`` is
+        minus the median loss of the last convergence window. nuts: None, as
+        a sampler maximises nothing (the log density of each draw is in
+        ``idata_.sample_stats``).
     n_iter_ : int
+        Iterations run. evidence: the sequential driver's iterations, of
+        every ascent the fast solver ran (Tipping's re-estimations of all
+        ``alpha`` for ``solver="full"``); vb: sweeps of the coordinate
+        ascent, one ``scores_`` entry each; advi: Adam iterations, one
+        ``scores_`` entry each, at most ``max_iter``; nuts: the NUTS
+        iterations of each chain, ``tune + draws``.
 
     Notes
     -----
@@ -334,10 +362,12 @@ class RVR(RegressorMixin, _RVMBase):
         self : RVR
         """
         method = self._check_method(method)
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=INPUT_DTYPES, y_numeric=True,
+                             ensure_min_samples=2)
+        dtype, X = X.dtype, X.astype(np.float64, copy=False)  # computed in float64
         y = y.astype(np.float64, copy=False)  # y_numeric keeps integer and boolean targets
         if np.ptp(y) == 0:
-            return self._fit_constant(X, y, method)
+            return self._fit_constant(X, y, method, dtype)
         kernel = self._make_kernel(X)
         if self.learn_scales and (method != "evidence" or not isinstance(kernel, RBF)):
             raise ValueError("learn_scales=True needs method='evidence' and the 'rbf' kernel.")
@@ -369,10 +399,10 @@ class RVR(RegressorMixin, _RVMBase):
                 start=0 if self.fit_intercept else None, beta=beta, fit_beta=self.fit_noise,
                 model_kw=None if self.low_rank is None else {"low_rank": self.low_rank},
             )
-        self._store(X, y, kernel, n_extra, method, result)
+        self._store(X, y, kernel, n_extra, method, result, dtype=dtype)
         return self
 
-    def _fit_constant(self, X, y, method):
+    def _fit_constant(self, X, y, method, dtype):
         """Constant targets: the bias alone, predicting the constant with no noise left."""
         if not self.fit_intercept:
             raise ValueError("y is constant and fit_intercept=False: no basis can fit it.")
@@ -389,13 +419,14 @@ class RVR(RegressorMixin, _RVMBase):
             alpha=alpha, beta=np.inf, noise_var=0.0, gamma=np.isfinite(alpha).astype(float),
             relevant=np.isfinite(alpha), stats={"n_iter": 0, "converged": 1},
         )
-        self._store(X, y, kernel, 0, method, result)
+        self._store(X, y, kernel, 0, method, result, dtype=dtype)
         return self
 
-    def _store(self, X, y, kernel, n_extra, method, result):
+    def _store(self, X, y, kernel, n_extra, method, result, *, dtype=np.float64):
         self._set_fitted(X=X, kernel=kernel, n_extra=n_extra, method=method, results=[result])
         self.y_fit_ = y
         self._store_result(result)
+        self._cast_weights(dtype)
         self.beta_ = result.beta
 
     def _identity(self, likelihood, y=None):
@@ -447,14 +478,18 @@ class RVR(RegressorMixin, _RVMBase):
         -------
         mean : ndarray of shape (n_samples,)
         std : ndarray of shape (n_samples,), if ``return_std``
+            Both float32 when ``X`` and the fit's inputs were float32, else
+            float64 (computed in float64; numpy's promotion of ``X`` and ``coef_``).
         """
         check_is_fitted(self, "result_")
-        X = validate_data(self, X, dtype=np.float64, reset=False)
+        X, dtype = self._test_inputs(X)
         if augment:
             mean, std = rvm_star_predict(self, X)
-            return (mean, std) if return_std else mean
-        post = self.result_
-        mean, var = post.latent_moments(self._design(X, post.support))
-        if not return_std:
-            return mean
-        return mean, np.sqrt(post.noise_var + var + self._outside_var(post, X))
+        else:
+            post = self.result_
+            mean, var = post.latent_moments(self._design(X, post.support))
+            if not return_std:
+                return mean.astype(dtype, copy=False)
+            std = np.sqrt(post.noise_var + var + self._outside_var(post, X))
+        mean, std = mean.astype(dtype, copy=False), std.astype(dtype, copy=False)
+        return (mean, std) if return_std else mean
