@@ -204,6 +204,19 @@ def test_float64_is_unchanged_by_the_float32_path(sinc):
     assert m.coef_.dtype == np.float64 and m.sigma_ is m.result_.cov
 
 
+def test_a_failed_float32_fit_leaves_the_float64_fit(sinc):
+    X, y = sinc
+    m = RVR(gamma=1 / 9).fit(X, y).set_params(learn_scales=True)
+    params, scores = m.get_params(), m.scores_
+    with pytest.raises(ValueError, match="learn_scales"):
+        m.fit(X.astype(np.float32), y, method="vb")
+    assert m.coef_.dtype == np.float64 and m.scores_ is scores and m.get_params() == params
+    m.set_params(learn_scales=False).fit(X.astype(np.float32), y)
+    assert m.coef_.dtype == np.float32
+    m.fit(X, y)  # a float64 refit gives float64 again
+    assert m.coef_.dtype == np.float64
+
+
 def test_saved_float32_fit_keeps_dtype_and_scores(tmp_path, ripley):
     X, y = ripley
     for est in (RVR(gamma=1 / 9, draws=10), RVC(gamma=4.0, draws=10)):
