@@ -39,6 +39,11 @@ def _fit_trace(m, name):
     return m.idata_.fit[name].values
 
 
+def _never_decreases(trace):
+    """No step down beyond rounding error (1e-12 relative)."""
+    return np.all(np.diff(trace) >= -1e-12 * np.abs(trace[1:]))
+
+
 # -- scores_ ---------------------------------------------------------------------------
 @pytest.mark.parametrize("solver", ["fast", "full"])
 def test_evidence_scores_are_the_log_evidence_trace_ending_at_log_evidence(sinc, solver):
@@ -48,7 +53,7 @@ def test_evidence_scores_are_the_log_evidence_trace_ending_at_log_evidence(sinc,
     np.testing.assert_array_equal(m.scores_, _fit_trace(m, "log_evidence"))
     assert m.scores_[-1] == m.log_evidence_
     if solver == "fast":  # every accepted step raises the exact evidence (docs/numerics.md)
-        assert np.all(np.diff(m.scores_) >= 0)
+        assert _never_decreases(m.scores_)
     else:  # Tipping's full re-estimation: the start and one value after each iteration
         assert len(m.scores_) == m.n_iter_ + 1
 
@@ -59,9 +64,9 @@ def test_map_evidence_scores_are_the_penalised_objective(sinc):
     m = RVR(gamma=1 / 9, alpha_shape=1e-3, alpha_rate=1e-3, draws=10).fit(X, y)
     np.testing.assert_array_equal(m.scores_, _fit_trace(m, "objective"))
     assert m.scores_[-1] == m.result_.stats["objective"]
-    assert np.all(np.diff(m.scores_) >= 0)
+    assert _never_decreases(m.scores_)
     # The log evidence alone is not what rose: it falls somewhere on this fit.
-    assert np.any(np.diff(_fit_trace(m, "log_evidence")) < 0)
+    assert not _never_decreases(_fit_trace(m, "log_evidence"))
 
 
 def test_vb_scores_are_the_bound_one_per_sweep(sinc, ripley):
@@ -70,7 +75,7 @@ def test_vb_scores_are_the_bound_one_per_sweep(sinc, ripley):
         np.testing.assert_array_equal(m.scores_, _fit_trace(m, "elbo"))
         result = m.results_[0] if isinstance(m, RVC) else m.result_
         assert m.scores_[-1] == result.stats["elbo"] == m.idata_.attrs["elbo"]
-        assert np.all(np.diff(m.scores_) >= 0)  # coordinate ascent on the bound
+        assert _never_decreases(m.scores_)  # coordinate ascent on the bound
         assert len(m.scores_) == np.sum(m.n_iter_)  # one bound per sweep
 
 
