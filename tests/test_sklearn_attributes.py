@@ -139,7 +139,10 @@ def test_evidence_n_iter_is_the_drivers_count(sinc):
 
 # -- float32 ---------------------------------------------------------------------------
 def test_float32_matches_scikit_learns_dtype_test():
-    """``test_dtype_match`` of scikit-learn's Bayesian regressors, on its data (integer y)."""
+    """``test_dtype_match`` and ``test_dtype_correctness`` of scikit-learn's Bayesian regressors.
+
+    On their data: float32 ``X`` with integer ``y`` (the dtype of ``X`` decides).
+    """
     X = np.array([[1, 1], [3, 4], [5, 7], [4, 1], [2, 6], [3, 10], [3, 2]], dtype=np.float32)
     y = np.array([1, 2, 3, 2, 0, 4, 5])
     for method in ("evidence", "vb"):
@@ -149,6 +152,8 @@ def test_float32_matches_scikit_learns_dtype_test():
         assert mean.dtype == std.dtype == np.float32
         m64 = RVR(kernel="linear", draws=10).fit(X.astype(np.float64), y, method=method)
         assert m64.coef_.dtype == m64.sigma_.dtype == np.float64
+        # test_dtype_correctness asks rtol 1e-4; integer X is exact in float32, so equality.
+        np.testing.assert_array_equal(m.coef_, m64.coef_.astype(np.float32))
 
 
 @pytest.mark.parametrize("method", ["evidence", "vb"])
