@@ -288,3 +288,16 @@ def test_nuts_n_iter_of_the_multinomial_and_counts_models(counts):
     X, y = counts
     p = PoissonRVR(gamma=1 / 9, **kw).fit(X[::2], y[::2], method="nuts")
     assert p.scores_ is None and p.n_iter_ == 50
+
+
+@pytest.mark.slow
+def test_advi_scores_of_the_multinomial_and_counts_models(counts):
+    X3, y3 = make_three_class(45, random_state=0)
+    kw = dict(max_iter=40, draws=20, random_state=0, progressbar=False)
+    X, y = counts
+    for m, data in ((RVC(gamma=0.5, multi_class="multinomial", **kw), (X3, y3)),
+                    (PoissonRVR(gamma=1 / 9, **kw), (X[::2], y[::2]))):
+        with pytest.warns(ConvergenceWarning):
+            m.fit(*data, method="advi")
+        np.testing.assert_array_equal(m.scores_, _fit_trace(m, "elbo"))
+        assert len(m.scores_) == 40 and np.atleast_1d(m.n_iter_).tolist() == [40]
