@@ -319,7 +319,8 @@ class RVC(ClassifierMixin, _RVMBase):
         self.active_ = [r.support for r in results]
         self.sigma_ = [r.cov for r in results]
         models = results[:1] if self._multinomial else results  # one softmax model, or K
-        self.n_iter_ = np.array([r.stats["n_iter"] for r in models])
+        # -1: not recorded (a nuts fit saved by a version before n_iter was)
+        self.n_iter_ = np.array([r.stats.get("n_iter", -1) for r in models])
         traces = [objective_trace(r) for r in models]
         if traces[0] is None or len(traces) == 1:
             self.scores_ = traces[0]
