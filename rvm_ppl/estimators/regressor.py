@@ -220,7 +220,8 @@ class RVR(RegressorMixin, _RVMBase):
         noisy; PyMC's loss is its negative, and ``idata_.attrs["elbo"]`` is
         minus the median loss of the last convergence window. nuts: None, as
         a sampler maximises nothing (the log density of each draw is in
-        ``idata_.sample_stats``).
+        ``idata_.sample_stats``); None too for constant targets, fitted
+        without iterating.
     n_iter_ : int
         Iterations run. evidence: the sequential driver's iterations, of
         every ascent the fast solver ran (Tipping's re-estimations of all
