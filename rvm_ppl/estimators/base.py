@@ -28,10 +28,13 @@ from rvm_ppl.closed_form.scales import (
     extra_columns,
 )
 from rvm_ppl.core.priors import fit_hyperprior, priors_from_params, target_scale
+from rvm_ppl.core.linalg import blas_limit
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,
     FIT_METHODS,
+    check_model_fit,
+    fitted_model,
 )
 from rvm_ppl.inference.methods import fit as _fit
 from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis, kernel_basis
@@ -160,8 +163,8 @@ class _RVMBase(BaseEstimator):
         kwargs = dict(labels=labels, likelihood=likelihood, priors=self._priors())
         max_iter = self.max_iter or DEFAULT_MAX_ITER.get(method)
         tol = self.tol or DEFAULT_TOL.get(method)
-        if offset is not None and method in ("advi", "nuts"):
-            model_kw = {**(model_kw or {}), "offset": offset}
+        if method in ("advi", "nuts"):
+            model_kw = _with_offset(model_kw, offset)
         if method == "evidence":
             kwargs.update(max_iter=max_iter, tol=tol, solver=getattr(self, "solver", "fast"),
                           alignment_test=self.alignment_test, start=start, beta=beta,
@@ -267,6 +270,63 @@ class _RVMBase(BaseEstimator):
                 out += self._design(X, cols) ** 2 @ result.outside_var[cols]
         return out
 
+    def pymc_model(self):
+        """The PyMC model whose posterior ``idata_`` holds, for a fit by advi or nuts.
+
+        :func:`rvm_ppl.build_model` on the training design matrix and targets
+        with the hyperprior in the units the fit used (for :class:`RVR` the
+        rates scaled by ``var(y)``) and the fit's form of the marginal
+        likelihood (a design truncated by ``low_rank``, as
+        ``idata_.attrs["design_tol"]`` records). ``idata_`` serves PyMC's
+        forward sampling in it as a trace of ``pm.sample`` does: its
+        ``constant_data`` holds the data the posterior's variables depend
+        on, so ``pm.sample_posterior_predictive`` draws only ``y``, at the
+        training inputs or at new ones::
+
+            model = m.pymc_model()
+            with model:
+                pm.set_data({"Phi": Phi_new})   # the design at X_new, all basis functions
+                pred = pm.sample_posterior_predictive(m.idata_, predictions=True)
+
+        and ``pred.predictions["y"]`` has the mean and standard deviation of
+        ``predict(X_new, return_std=True)`` within Monte Carlo error.
+
+        Returns
+        -------
+        pymc.Model
+            A new model at every call.
+
+        Raises
+        ------
+        ValueError
+            For a fit by evidence or vb, whose ``idata_`` keeps only the basis
+            functions in its model (PyMC would draw the others' weights, and
+            the evidence method's point estimates, from their priors); for
+            constant targets; for a one-vs-rest classifier of more than two
+            classes (one model per class).
+        """
+        check_is_fitted(self, "X_fit_")
+        y, likelihood, model_kw, offset, result = self._model_inputs()
+        check_model_fit(result)
+        basis, labels, _ = self._training_basis(self.X_fit_, self.kernel_, lazy_ok=False)
+        with blas_limit(self.blas_threads):  # as the fit built it
+            return fitted_model(result, basis, y, labels=labels, likelihood=likelihood,
+                                priors=self._priors(), model_kw=_with_offset(model_kw, offset))
+
+    def _model_constants(self):
+        """The fitted PyMC model's data for ``idata_.constant_data`` (advi, nuts), else None."""
+        from rvm_ppl.pymc_fitters.results import model_constants
+
+        result = self._model_inputs()[-1]
+        first = result[0] if isinstance(result, list) else result
+        if first.method not in ("advi", "nuts") or first.draws is None:  # no model sampled
+            return None
+        return model_constants(self.pymc_model())
+
+    def _model_inputs(self):
+        """``(y, likelihood, model_kw, offset, result)`` of the fit of the PyMC model."""
+        raise NotImplementedError
+
     def _idata_attrs(self):
         return {"kernel": repr(self.kernel_), "estimator": type(self).__name__}
 
@@ -351,6 +411,11 @@ def _finite(Phi, what):
         raise ValueError(f"The design matrix from {what} has NaN or infinite entries; "
                          "check the kernel and its parameters.")
     return Phi
+
+
+def _with_offset(model_kw, offset):
+    """``build_model``'s keywords with the Poisson likelihood's log exposure, if there is one."""
+    return model_kw if offset is None else {**(model_kw or {}), "offset": offset}
 
 
 def _seed(random_state):

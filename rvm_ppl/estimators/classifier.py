@@ -297,9 +297,22 @@ class RVC(ClassifierMixin, _RVMBase):
                                                progressbar=self.progressbar,
                                                priors=alpha_hyperprior(self._priors()))
             return multinomial_evidence_results(res, labels), res.Sigma
-        model_kw = {"shared_alpha": self.shared_alpha, "classes": [str(c) for c in classes]}
         return self._fit_result(method, basis, codes, labels=labels, likelihood="categorical",
-                                model_kw=model_kw), None
+                                model_kw=self._multinomial_model_kw(classes)), None
+
+    def _multinomial_model_kw(self, classes):
+        return {"shared_alpha": self.shared_alpha, "classes": [str(c) for c in classes]}
+
+    def _model_inputs(self):
+        if self._multinomial:
+            return (self.y_codes_, "categorical", self._multinomial_model_kw(self.classes_), None,
+                    self.results_)
+        if len(self.results_) > 1:
+            raise ValueError(
+                f"A one-vs-rest classifier of {len(self.results_)} classes is "
+                f"{len(self.results_)} binary models, not one PyMC model; use "
+                "multi_class='multinomial' for one model of all classes.")
+        return (self.y_codes_ == 1).astype(float), "bernoulli", None, None, self.results_[0]
 
     def _store(self, X, classes, codes, kernel, n_extra, method, results, joint_cov=None, *,
                dtype=np.float64):
@@ -455,7 +468,7 @@ class RVC(ClassifierMixin, _RVMBase):
                 chains=self.chains, draws=self.draws, random_state=_seed(self.random_state),
                 joint_cov=self.joint_cov_, attrs=self._idata_attrs(),
                 priors=fit_priors(self._priors(), "categorical", self.method_, None),
-                identity=self._identity("categorical"))
+                identity=self._identity("categorical"), constants=self._model_constants())
         if getattr(self, "_idata", None) is None:
             seed = _seed(self.random_state)
             parts = [
@@ -467,7 +480,8 @@ class RVC(ClassifierMixin, _RVMBase):
                          attrs={**self._idata_attrs(), "classes": json.dumps(
                              [str(c) for c in self.classes_])},
                          priors=fit_priors(self._priors(), "bernoulli", self.method_, None),
-                         identity=self._identity("bernoulli"))
+                         identity=self._identity("bernoulli"),
+                         constants=self._model_constants() if len(self.results_) == 1 else None)
                 for k, r in enumerate(self.results_)
             ]
             self._idata = parts[0] if len(parts) == 1 else ovr_idata(

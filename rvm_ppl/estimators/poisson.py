@@ -306,6 +306,9 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         self._store_result(result)
         self._cast_weights(dtype)
 
+    def _model_inputs(self):
+        return self.counts_fit_, "poisson", None, _offset(self.exposure_fit_), self.result_
+
     @property
     def idata_(self):
         """The fit as :class:`arviz.InferenceData` (built on first access).
@@ -324,6 +327,7 @@ class PoissonRVR(RegressorMixin, _RVMBase):
                 attrs=self._idata_attrs(), offset=_offset(self.exposure_fit_),
                 priors=fit_priors(self._priors(), "poisson", self.method_, None),
                 identity=self._identity("poisson"),
+                constants=self._model_constants(),
             )
         return self._idata
 

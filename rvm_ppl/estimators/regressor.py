@@ -398,7 +398,7 @@ class RVR(RegressorMixin, _RVMBase):
             result = self._fit_result(
                 method, basis, y, labels=labels, likelihood="gaussian",
                 start=0 if self.fit_intercept else None, beta=beta, fit_beta=self.fit_noise,
-                model_kw=None if self.low_rank is None else {"low_rank": self.low_rank},
+                model_kw=self._model_kw(),
             )
         self._store(X, y, kernel, n_extra, method, result, dtype=dtype)
         return self
@@ -437,6 +437,12 @@ class RVR(RegressorMixin, _RVMBase):
             identity["hyperprior"]["beta_fixed"] = float(self.result_.beta)
         return identity
 
+    def _model_kw(self):
+        return None if self.low_rank is None else {"low_rank": self.low_rank}
+
+    def _model_inputs(self):
+        return self.y_fit_, "gaussian", self._model_kw(), None, self.result_
+
     @property
     def idata_(self):
         """The fit as :class:`arviz.InferenceData` (:mod:`rvm_ppl.output.idata`; built on first access)."""
@@ -450,6 +456,7 @@ class RVR(RegressorMixin, _RVMBase):
                 attrs=self._idata_attrs(),
                 priors=fit_priors(self._priors(), "gaussian", self.method_, self.y_fit_),
                 identity=self._identity("gaussian", self.y_fit_),
+                constants=self._model_constants(),
             )
         return self._idata
 

@@ -334,6 +334,65 @@ def _sampling_model(basis, y, labels, likelihood, priors, model_kw=None):
                        basis=list(labels), priors=p, **(model_kw or {}))
 
 
+def check_model_fit(result):
+    """Raise a ValueError unless ``result`` holds posterior draws of a PyMC model (advi, nuts).
+
+    See :func:`fitted_model`, which calls it.
+    """
+    first = result[0] if isinstance(result, list) else result
+    if first.method not in ("advi", "nuts"):
+        raise ValueError(
+            f"A fit by method={first.method!r} is no trace of a PyMC model: its idata_ keeps "
+            "only the basis functions in its model"
+            + (" and point estimates of alpha and beta" if first.method == "evidence" else "")
+            + ", and pm.sample_posterior_predictive in build_model's model would draw the rest "
+            "from their priors. Predict with predict(X, return_std=True) (idata_.posterior_"
+            "predictive holds replicates at the training inputs), or fit by 'advi' or 'nuts'.")
+    if first.draws is None:
+        raise ValueError("The targets are constant: the fit is the bias alone, in closed form, "
+                         "with no PyMC model sampled.")
+
+
+def fitted_model(result, basis, y, *, labels, likelihood, priors, model_kw=None):
+    """The PyMC model whose posterior a fit by advi or nuts approximates.
+
+    :func:`_sampling_model` on the same arguments as the fit, with the form
+    of the marginal likelihood the fit used: the design truncated at the
+    tolerance it records (``result.stats["design_tol"]``, also where
+    ``low_rank="auto"`` chose it), else ``low_rank`` as given (``"auto"``:
+    None, the exact design). Its variables, data and coordinates are those
+    of the fitted model, so that its InferenceData serves PyMC's forward
+    sampling as a trace of ``pm.sample`` does.
+
+    Parameters
+    ----------
+    result : FitResult or list of FitResult
+        The fit (a list for the categorical likelihood).
+    basis, y, labels, likelihood, priors, model_kw
+        As the fit was given them.
+
+    Returns
+    -------
+    pymc.Model
+
+    Raises
+    ------
+    ValueError
+        For a fit by evidence or vb: their posterior is not a posterior of
+        this model's variables on every basis (the evidence method's ``alpha``
+        is a point estimate and both keep only the bases in their model).
+    """
+    check_model_fit(result)
+    first = result[0] if isinstance(result, list) else result
+    model_kw = dict(model_kw or {})
+    tol = first.stats.get("design_tol") or 0.0
+    if tol:
+        model_kw["low_rank"] = tol
+    elif model_kw.get("low_rank") == "auto":
+        model_kw["low_rank"] = None
+    return _sampling_model(basis, y, labels, likelihood, priors, model_kw)
+
+
 def fit_advi(basis, y, *, labels, likelihood, priors, max_iter, tol, draws, random_seed,
              sample_kwargs, model_kw=None):
     """Mean-field ADVI on the PyMC model (:func:`rvm_ppl.pymc_fitters.advi.fit_advi`).

@@ -54,10 +54,11 @@ although its density is its conditional given the training targets, and
 those of ``y`` are ``Phi w + noise`` (eq. 3), so ``pm.sample_prior_predictive``
 draws the prior predictive, as the centred and non-centred forms do.
 ``pm.sample_posterior_predictive`` draws ``y`` given the posterior's ``w`` and
-``beta`` in every form (the package's InferenceData keeps the training
-statistics ``w`` depends on in ``constant_data``, so that PyMC takes ``w``
-from the posterior after ``pm.set_data``). With a vague hyperprior
-(``a = 1e-6``) the draws of ``alpha`` underflow to 0 and the marginal
+``beta`` in every form (the InferenceData of a fit by advi or nuts, an
+estimator's included, keeps the data ``alpha``, ``beta`` and ``w`` depend on in
+``constant_data``, so that PyMC takes them from the posterior, after
+``pm.set_data`` too; an estimator's ``pymc_model()`` is the model it fitted).
+With a vague hyperprior (``a = 1e-6``) the draws of ``alpha`` underflow to 0 and the marginal
 regression's prior-predictive draws warn (:class:`PriorUnderflowWarning`).
 
 Hyperpriors of the classifier and of counts
@@ -249,7 +250,9 @@ def build_model(
     of ``Phi`` leave the fit alone; to fit new training data, build a new
     model. PyMC takes ``w`` from the posterior only if the InferenceData's
     ``constant_data`` holds the statistics ``w`` depends on (``pm.sample``'s
-    and the package's do); otherwise it draws ``w`` again, from its prior.
+    and those of the package's advi and nuts fits do); otherwise it draws ``w``
+    again, from its prior. An estimator fitted by advi or nuts gives its model
+    with ``pymc_model()``.
 
     Parameters
     ----------

@@ -22,11 +22,16 @@ layout, following ArviZ's schema:
 ``observed_data``
     ``y`` (obs): the targets as given (labels 0/1 for a binary classifier).
 ``constant_data``
-    ``X`` (obs, feature) when the inputs are known; for a fit of a PyMC model
-    (:func:`rvm_ppl.fit_nuts`, :func:`rvm_ppl.fit_advi`) also the model's
-    scalar data, the hyperprior's rates ``alpha_rate`` and ``beta_rate``, as
-    ``pm.sample`` stores them: :func:`pymc.sample_posterior_predictive` then
-    knows they did not change. The Poisson likelihood's log exposure
+    ``X`` (obs, feature) when the inputs are known; for a fit by advi or nuts
+    (:func:`rvm_ppl.fit_nuts`, :func:`rvm_ppl.fit_advi`, an estimator's) also
+    the data of the PyMC model that its free variables depend on
+    (:func:`rvm_ppl.pymc_fitters.results.model_constants`): the hyperprior's
+    rates ``alpha_rate`` and ``beta_rate`` and, in the marginal regression,
+    the training statistics of ``w`` (``PhiT_Phi`` and ``PhiT_y``, or
+    ``lowrank_V`` and ``lowrank_s``), as ``pm.sample`` stores them:
+    :func:`pymc.sample_posterior_predictive` then knows they did not change
+    and takes ``alpha``, ``beta`` and ``w`` from the posterior instead of
+    drawing them from their priors. The Poisson likelihood's log exposure
     ``offset`` (obs) when there is one.
 ``fit``
     What the method computed in closed form, on the kept bases: ``mean``

@@ -498,6 +498,35 @@ def _replace(result, **changes):
     return replace(result, **changes)
 
 
+def model_constants(model):
+    """The data of ``model`` that its free variables depend on, for ``constant_data``.
+
+    PyMC's forward sampling (:func:`pymc.sample_posterior_predictive`) draws a
+    variable of the trace again, from its prior, when data it depends on are
+    missing from the trace's ``constant_data`` or differ from it there
+    (``pymc.sampling.forward.compile_forward_sampling_function``). These are
+    the data ``pm.sample`` would store for them: the hyperprior's rates
+    (``alpha_rate``, ``beta_rate``) and, in the marginal regression, the
+    training statistics ``w`` is conditioned on (``PhiT_Phi`` and ``PhiT_y``,
+    or ``lowrank_V`` and ``lowrank_s``). With them the forward sampling of
+    ``y``, at the training rows or after ``pm.set_data({"Phi": new_rows})``,
+    takes ``alpha``, ``beta`` and ``w`` from the posterior.
+
+    Parameters
+    ----------
+    model : pymc.Model
+
+    Returns
+    -------
+    dict
+        ``name -> value`` of those data.
+    """
+    from pytensor.graph.traversal import ancestors
+
+    upstream = set(ancestors(model.free_RVs))
+    return {v.name: v.get_value() for v in model.data_vars if v in upstream}
+
+
 def _model_idata(model, result, random_state):
     """The package's InferenceData of a fit of ``model``."""
     y = model["y_obs"].get_value()
@@ -507,14 +536,7 @@ def _model_idata(model, result, random_state):
             f"The model's Phi has {Phi.shape[0]} rows and its y_obs {y.shape[0]}: restore the "
             "training data (pm.set_data) before fitting."
         )
-    # The model's scalar data (the hyperprior's rates), as pm.sample stores them.
-    constants = {v.name: v.get_value() for v in model.data_vars if np.ndim(v.get_value()) == 0}
-    if whitened_weights(model) is not None:
-        # The training statistics the marginal regression's w is conditioned on: with their
-        # values in constant_data, pm.sample_posterior_predictive after pm.set_data takes w
-        # from the posterior instead of drawing it again (from its prior).
-        constants.update({v.name: v.get_value() for v in model["w"].owner.inputs
-                          if v in model.data_vars})
+    constants = model_constants(model)
     priors = _model_priors(model, result, constants)
     if isinstance(result, list):  # categorical: one result per class, all on every basis
         classes = json.loads(result[0].stats["classes"])
