@@ -140,6 +140,48 @@ def test_rvc_idata_serves_forward_sampling_as_a_trace(rvc, caplog):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("shared_alpha", [False, True])
+def test_multinomial_idata_serves_forward_sampling_as_a_trace(shared_alpha, caplog):
+    """The softmax RVM: only y is drawn (with one alpha per basis, w is a Deterministic of the
+    model's w_basis, which idata_ holds too). idata_ is first built inside the model's context,
+    as a user may write it, and builds its own model apart from that one. Each class's share
+    is predict_proba's within Z_MAX standard errors of the draws given the same weights."""
+    import pymc as pm
+    from scipy.special import softmax
+
+    rng = np.random.default_rng(6)
+    k = rng.integers(0, 3, 45)
+    X = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])[k] + rng.normal(scale=0.8, size=(45, 2))
+    c = RVC(gamma=0.5, multi_class="multinomial", shared_alpha=shared_alpha, random_state=0,
+            progressbar=False, **short("advi", draws=400))
+    c.fit(X, np.array(["a", "b", "c"])[k], method="advi")
+    with c.pymc_model(), caplog.at_level(logging.INFO, logger="pymc"):
+        pred = pm.sample_posterior_predictive(c.idata_, predictions=True, random_seed=0,
+                                              progressbar=False)
+    assert "Sampling: [y]" in caplog.text and "w_basis" not in caplog.text
+    y = pred.predictions["y"].values.reshape(-1, len(X))
+    W = c.idata_.posterior["w"].values.reshape(len(y), 3, -1)
+    p = softmax(np.einsum("nm,skm->snk", design_matrix(X, X, c.kernel_), W), axis=-1)
+    np.testing.assert_allclose(p.mean(axis=0), c.predict_proba(X), rtol=1e-10)
+    share = np.stack([(y == j).mean(axis=0) for j in range(3)], axis=1)
+    se = np.sqrt((p * (1 - p)).sum(axis=0)) / len(y)
+    assert (np.abs(share - p.mean(axis=0)) <= Z_MAX * se).all()
+
+
+@pytest.mark.slow
+def test_a_loaded_estimator_gives_the_same_model(rvr, caplog, tmp_path):
+    """to_netcdf keeps idata_'s constant_data: the loaded estimator's pymc_model() takes its
+    posterior as the fitted one did."""
+    path = tmp_path / "rvr.nc"
+    rvr.to_netcdf(path)
+    loaded = RVR.from_netcdf(path)
+    pred, line = _forward(loaded.pymc_model(), loaded.idata_, caplog)
+    assert line == ["Sampling: [y]"]
+    again, _ = _forward(rvr.pymc_model(), rvr.idata_, caplog)
+    np.testing.assert_array_equal(pred["y"].values, again["y"].values)
+
+
+@pytest.mark.slow
 def test_poisson_idata_serves_forward_sampling_as_a_trace(caplog):
     """Counts: only y is drawn, with the exposure's offset; the counts' mean at the training
     rows is predict (the rate) times the exposure within Z_MAX Monte Carlo standard errors."""

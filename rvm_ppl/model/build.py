@@ -419,7 +419,9 @@ def build_model(
         design_tol=design_tol,
     )
 
-    with pm.Model(coords=coords) as model:
+    # model=None: a model of its own, also when built inside another model's context
+    # (as idata_ may build it inside "with m.pymc_model():").
+    with pm.Model(coords=coords, model=None) as model:
         # No "obs" dimension on the rows: pm.set_data({"Phi": new_rows}) alone
         # then predicts at new inputs. The targets enter as data too, so that
         # compiled functions (and PyTensor's on-disk cache of them) depend on

@@ -88,7 +88,9 @@ def build_multinomial_model(
     if len(coords["class"]) != K:
         raise ValueError(f"classes has {len(coords['class'])} labels but there are {K} classes.")
     c = np.sqrt(2 * p["b"])
-    with pm.Model(coords=coords) as model:
+    # model=None: a model of its own, also when built inside another model's context
+    # (as idata_ may build it inside "with m.pymc_model():").
+    with pm.Model(coords=coords, model=None) as model:
         Phi_d = pm.Data("Phi", Phi, dims=("obs", "basis"))
         y_d = pm.Data("y_obs", y.astype(np.int64), dims="obs")
         if shared_alpha:

@@ -611,6 +611,10 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
     ``posterior``
         ``w`` and ``alpha`` (chain, draw, class, basis) on the bases used by
         any class; ``w = 0``, ``alpha = inf`` where a class does not use one.
+        A sampled fit of the model with one ``alpha`` per basis
+        (``shared_alpha``) also holds that model's free variable ``w_basis``
+        (chain, draw, basis, class), ``w`` transposed, so that PyMC's forward
+        sampling takes it from the posterior.
     ``log_likelihood``, ``posterior_predictive``
         ``y`` (chain, draw, obs): ``log softmax(phi_n^T W^T)`` at the observed
         class (Tipping 2001, eq. 28), and a class drawn from it.
@@ -674,8 +678,13 @@ def multinomial_idata(results, *, y, Phi, classes, X=None, chains=4, draws=1000,
     wdims = ("chain", "draw", "class", "basis")
     y = np.asarray(y)
     obs = np.arange(y.shape[0])
+    posterior = {"w": (wdims, W), "alpha": (wdims, alpha)}
+    if results[0].draws is not None and results[0].stats.get("shared_alpha"):
+        # The PyMC model's free variable (w is a Deterministic of it), as pm.sample stores
+        # it: without it, pm.sample_posterior_predictive would draw it from its prior.
+        posterior["w_basis"] = (("chain", "draw", "basis", "class"), W.transpose(0, 1, 3, 2))
     groups = {
-        "posterior": xr.Dataset({"w": (wdims, W), "alpha": (wdims, alpha)}, coords=coords),
+        "posterior": xr.Dataset(posterior, coords=coords),
         "observed_data": xr.Dataset({"y": (("obs",), y)}, coords={"obs": obs}),
     }
     n_points = n_chain * n_draw * y.shape[0]
