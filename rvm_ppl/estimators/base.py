@@ -27,8 +27,8 @@ from rvm_ppl.closed_form.scales import (
     extended_design_matrix,
     extra_columns,
 )
-from rvm_ppl.core.priors import fit_hyperprior, priors_from_params, target_scale
 from rvm_ppl.core.linalg import blas_limit
+from rvm_ppl.core.priors import fit_hyperprior, priors_from_params, target_scale
 from rvm_ppl.inference.methods import (
     DEFAULT_MAX_ITER,
     DEFAULT_TOL,

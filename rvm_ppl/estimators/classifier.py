@@ -114,7 +114,9 @@ class RVC(ClassifierMixin, _RVMBase):
     idata_ : arviz.InferenceData
         As for :class:`RVR`, without ``beta``; with more than two classes,
         or with ``multi_class="multinomial"``, the posterior variables have a
-        ``class`` dimension after ``draw``.
+        ``class`` dimension after ``draw``. For advi and nuts with two classes
+        or ``multi_class="multinomial"``, a posterior of the PyMC model
+        :meth:`pymc_model` gives.
     scores_ : ndarray of shape (n_scores,) or (n_classes, n_scores), or None
         The objective trace of ``idata_.fit``, the very array, as for
         :class:`RVR`: one model (two classes, or ``multi_class="multinomial"``)

@@ -128,7 +128,9 @@ class PoissonRVR(RegressorMixin, _RVMBase):
         the counts ``counts_fit_`` under the rule for large N;
         ``observed_data`` the counts; ``constant_data`` ``X`` and, when an
         exposure differs from 1, the log exposure ``offset``; ``fit``,
-        ``relevance``, ``prior`` and ``log_prior``.
+        ``relevance``, ``prior`` and ``log_prior``. For advi and nuts a
+        posterior of the PyMC model :meth:`pymc_model` gives (whose data
+        ``offset``, when it has one, is set with ``Phi`` at new inputs).
     scores_ : ndarray of shape (n_scores,) or None
         The objective trace of ``idata_.fit``, the very array, as for
         :class:`RVR`. evidence: the Laplace log evidence (with a hyperprior

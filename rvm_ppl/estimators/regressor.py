@@ -201,7 +201,9 @@ class RVR(RegressorMixin, _RVMBase):
         Learned input scales (``learn_scales=True``); ``kernel_`` is
         ``RBF(gamma=eta_)``.
     idata_ : arviz.InferenceData
-        Posterior of ``w``, ``alpha``, ``beta`` on dimension ``basis``.
+        Posterior of ``w``, ``alpha``, ``beta`` on dimension ``basis``. For
+        advi and nuts a posterior of the PyMC model :meth:`pymc_model` gives,
+        which ``pm.sample_posterior_predictive`` accepts as a trace.
     scores_ : ndarray of shape (n_scores,) or None
         The objective the method maximised, as it rose (as
         :class:`~sklearn.linear_model.ARDRegression`'s ``scores_`` with
