@@ -140,19 +140,19 @@ def test_rvc_idata_serves_forward_sampling_as_a_trace(rvc, caplog):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shared_alpha", [False, True])
-def test_multinomial_idata_serves_forward_sampling_as_a_trace(shared_alpha, caplog):
-    """The softmax RVM: only y is drawn (with one alpha per basis, w is a Deterministic of the
-    model's w_basis, which idata_ holds too). idata_ is first built inside the model's context,
-    as a user may write it, and builds its own model apart from that one. Each class's share
-    is predict_proba's within Z_MAX standard errors of the draws given the same weights."""
+def test_multinomial_idata_serves_forward_sampling_as_a_trace(caplog):
+    """The softmax RVM with one alpha per basis: only y is drawn (w is a Deterministic of the
+    model's w_basis, which idata_ holds too; the model with one alpha per weight has w itself,
+    as the binary one). idata_ is first built inside the model's context, as a user may write
+    it, and builds its own model apart from that one. Each class's share is predict_proba's
+    within Z_MAX standard errors of the draws given the same weights."""
     import pymc as pm
     from scipy.special import softmax
 
     rng = np.random.default_rng(6)
     k = rng.integers(0, 3, 45)
     X = np.array([[0.0, 0.0], [3.0, 0.0], [0.0, 3.0]])[k] + rng.normal(scale=0.8, size=(45, 2))
-    c = RVC(gamma=0.5, multi_class="multinomial", shared_alpha=shared_alpha, random_state=0,
+    c = RVC(gamma=0.5, multi_class="multinomial", shared_alpha=True, random_state=0,
             progressbar=False, **short("advi", draws=400))
     c.fit(X, np.array(["a", "b", "c"])[k], method="advi")
     with c.pymc_model(), caplog.at_level(logging.INFO, logger="pymc"):
