@@ -81,21 +81,19 @@ def rvr(request, sinc):
 
 @pytest.mark.slow
 def test_rvr_idata_serves_forward_sampling_as_a_trace(rvr, caplog):
-    """Only y is drawn, at the training rows and at new ones, and the draws at new rows have
-    predict's mean and sd within Z_MAX Monte Carlo standard errors."""
+    """Only y is drawn, at the training rows and at new ones, and the draws have predict's
+    mean and sd within Z_MAX Monte Carlo standard errors."""
     X = rvr.X_fit_
     model = rvr.pymc_model()
     assert rvr.idata_.attrs["design_tol"] == model.rvm_spec.design_tol
     train, line = _forward(model, rvr.idata_, caplog)
     assert line == ["Sampling: [y]"] and list(train.data_vars) == ["y"]
-    assert np.isfinite(train["y"].values).all() and train["y"].shape[-1] == len(X)
-    model = rvr.pymc_model()
-    new, line = _forward(model, rvr.idata_, caplog,
+    new, line = _forward(rvr.pymc_model(), rvr.idata_, caplog,
                          Phi_new=design_matrix(X_NEW, X, rvr.kernel_))
     assert line == ["Sampling: [y]"]
-    mean, std = rvr.predict(X_NEW, return_std=True)
-    z_mean, z_sd = _z(new["y"].values, mean, std)
-    assert z_mean.max() < Z_MAX and z_sd.max() < Z_MAX
+    for draws, Xq in ((train, X), (new, X_NEW)):
+        z_mean, z_sd = _z(draws["y"].values, *rvr.predict(Xq, return_std=True))
+        assert z_mean.max() < Z_MAX and z_sd.max() < Z_MAX
 
 
 @pytest.mark.slow
@@ -125,18 +123,22 @@ def rvc(request):
 
 @pytest.mark.slow
 def test_rvc_idata_serves_forward_sampling_as_a_trace(rvc, caplog):
-    """Only y is drawn; at new rows the share of 1s is predict_proba's P(classes_[1]) within
-    Z_MAX standard errors of the Bernoulli draws given the same posterior draws of w."""
+    """Only y is drawn, at the training rows and at new ones; the share of 1s is
+    predict_proba's P(classes_[1]) within Z_MAX standard errors of the Bernoulli draws given
+    the same posterior draws of w."""
     X = rvc.X_fit_
-    Phi_new = design_matrix(X_NEW / 4.5, X, rvc.kernel_)
-    new, line = _forward(rvc.pymc_model(), rvc.idata_, caplog, Phi_new=Phi_new)
-    assert line == ["Sampling: [y]"] and list(new.data_vars) == ["y"]
-    y = new["y"].values.reshape(-1, len(X_NEW))
-    # Given the draws w_s, each y_s is Bernoulli(p_s): the share's variance is sum p_s(1-p_s)/S^2.
-    p = expit(rvc.idata_.posterior["w"].values.reshape(len(y), -1) @ Phi_new.T)
-    se = np.sqrt((p * (1 - p)).sum(axis=0)) / len(y)
-    np.testing.assert_allclose(p.mean(axis=0), rvc.predict_proba(X_NEW / 4.5)[:, 1], rtol=1e-12)
-    assert (np.abs(y.mean(axis=0) - p.mean(axis=0)) <= Z_MAX * se).all()
+    W = rvc.idata_.posterior["w"].values
+    W = W.reshape(-1, W.shape[-1])
+    for Xq, Phi_new in ((X, None), (X_NEW / 4.5, design_matrix(X_NEW / 4.5, X, rvc.kernel_))):
+        pred, line = _forward(rvc.pymc_model(), rvc.idata_, caplog, Phi_new=Phi_new)
+        assert line == ["Sampling: [y]"] and list(pred.data_vars) == ["y"]
+        y = pred["y"].values.reshape(len(W), len(Xq))
+        # Given the draws w_s each y_s is Bernoulli(p_s): the share's variance is
+        # sum_s p_s (1 - p_s) / S^2.
+        p = expit(W @ design_matrix(Xq, X, rvc.kernel_).T)
+        se = np.sqrt((p * (1 - p)).sum(axis=0)) / len(W)
+        np.testing.assert_allclose(p.mean(axis=0), rvc.predict_proba(Xq)[:, 1], rtol=1e-10)
+        assert (np.abs(y.mean(axis=0) - p.mean(axis=0)) <= Z_MAX * se).all()
 
 
 @pytest.mark.slow
