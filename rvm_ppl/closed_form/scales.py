@@ -33,6 +33,7 @@ from scipy.optimize import minimize
 
 from rvm_ppl.closed_form.evidence import (
     MIN_DELTA_LOG_ALPHA,
+    MIN_NOISE_VAR_RATIO,
     fit_evidence_regression,
     resolve_evidence_priors,
 )
@@ -278,6 +279,7 @@ def fit_eta_rvm(
     alignment_test=True,
     callback=None,
     progressbar=False,
+    min_noise_var_ratio=MIN_NOISE_VAR_RATIO,
 ):
     """Relevance vector regression with learned input scales (Tipping 2001, App. C).
 
@@ -351,6 +353,10 @@ def fit_eta_rvm(
     max_iter, alpha_tol, alignment_test
         Passed to the fast algorithm (``alpha_tol`` as its ``tol``) in
         round 0 and in the final run.
+    min_noise_var_ratio : float
+        The cap on the noise precision, ``beta <= 1 / (min_noise_var_ratio
+        var(t))``, of every run of the fast algorithm
+        (:func:`~rvm_ppl.closed_form.evidence.fit_evidence_regression`).
     callback : callable, optional
         Called with each history record.
     progressbar : bool
@@ -380,7 +386,8 @@ def fit_eta_rvm(
     span2 = np.maximum(np.ptp(X, axis=0), np.finfo(float).tiny) ** 2
     bounds = list(zip(np.log(ETA_SPAN2_MIN / span2), np.log(ETA_SPAN2_MAX / span2)))
     log_eta = np.clip(np.log(eta), *np.array(bounds).T)
-    common = dict(priors=priors, tol=alpha_tol, alignment_test=alignment_test)
+    common = dict(priors=priors, tol=alpha_tol, alignment_test=alignment_test,
+                  min_noise_var_ratio=min_noise_var_ratio)
     settled = schedule == "refine"  # has the noise warm-up ended?
 
     def alpha_step(log_eta, previous, limit):

@@ -171,6 +171,7 @@ class _RVMBase(BaseEstimator):
                           fit_beta=fit_beta, progressbar=self.progressbar, offset=offset)
             if likelihood == "gaussian":
                 kwargs["compiled"] = getattr(self, "compiled", "auto")
+                kwargs["min_noise_var_ratio"] = self.min_noise_var_ratio
         elif method == "vb":
             kwargs.update(max_iter=max_iter, tol=tol, progressbar=self.progressbar)
         else:

@@ -8,6 +8,7 @@ from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from rvm_ppl.closed_form.constants import MIN_NOISE_VAR_RATIO
 from rvm_ppl.closed_form.scales import (
     SCHEDULES,
 )
@@ -87,6 +88,14 @@ class RVR(RegressorMixin, _RVMBase):
         fixed one when ``fit_noise=False``. Default ``0.1 * std(y)``.
     fit_noise : bool
         Re-estimate the noise (evidence method).
+    min_noise_var_ratio : float in [0, 1)
+        Smallest noise variance the evidence method may fit, relative to
+        ``var(y)``: the noise precision is capped at ``beta_ <= 1 /
+        (min_noise_var_ratio * var(y))``. The default ``1e-6`` is SparseBayes's
+        cap (``BetaMaxFactor = 1e6``); on noise-free targets the fit reaches
+        it, and it then sets the predictive variance. ``0`` lifts the cap.
+        Not applied to a noise held fixed (``fit_noise=False``); vb, advi
+        and nuts have no cap.
     low_rank : "auto", bool, float or None
         advi and nuts: the form of the marginal likelihood,
         :func:`rvm_ppl.model.build.build_model`'s ``low_rank``. None and
@@ -275,6 +284,7 @@ class RVR(RegressorMixin, _RVMBase):
         "beta_rate": [Interval(Real, 0, None, closed="left"), None],
         "noise_std": [Interval(Real, 0, None, closed="neither"), None],
         "fit_noise": ["boolean"],
+        "min_noise_var_ratio": [Interval(Real, 0, 1, closed="left")],
         "solver": [StrOptions({"fast", "full"})],
         "compiled": [StrOptions({"auto"}), "boolean"],
         "low_rank": [StrOptions({"auto"}), "boolean", Interval(Real, 0, 1, closed="neither"), None],
@@ -299,6 +309,7 @@ class RVR(RegressorMixin, _RVMBase):
         beta_rate=None,
         noise_std=None,
         fit_noise=True,
+        min_noise_var_ratio=MIN_NOISE_VAR_RATIO,
         low_rank="auto",
         # the method
         method="evidence",
@@ -331,6 +342,7 @@ class RVR(RegressorMixin, _RVMBase):
         self.beta_rate = beta_rate
         self.noise_std = noise_std
         self.fit_noise = fit_noise
+        self.min_noise_var_ratio = min_noise_var_ratio
         self.low_rank = low_rank
         self.method = method
         self.max_iter = max_iter
@@ -390,6 +402,7 @@ class RVR(RegressorMixin, _RVMBase):
                 tol=self.tol or DEFAULT_TOL["evidence"], alignment_test=self.alignment_test,
                 beta=beta, eta0=eta0, bias=self.fit_intercept, extra_basis=self.extra_basis,
                 schedule=self.scale_schedule, progressbar=self.progressbar,
+                min_noise_var_ratio=self.min_noise_var_ratio,
             )
             kernel = RBF(gamma=eta)
             self.eta_, self.scale_history_ = eta, history

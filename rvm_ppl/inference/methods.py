@@ -45,7 +45,7 @@ from rvm_ppl.kernels.basis import DenseBasis
 
 _log = logging.getLogger("rvm_ppl")
 from rvm_ppl.closed_form.bernoulli import fit_evidence_bernoulli
-from rvm_ppl.closed_form.evidence import fit_evidence_full, fit_evidence_regression
+from rvm_ppl.closed_form.evidence import MIN_NOISE_VAR_RATIO, fit_evidence_full, fit_evidence_regression
 from rvm_ppl.closed_form.poisson import fit_evidence_poisson
 from rvm_ppl.closed_form.scales import fit_eta_rvm
 from rvm_ppl.closed_form.vb import fit_vb_classification, fit_vb_regression
@@ -126,7 +126,7 @@ def _evidence_result(res, labels, likelihood, scale=1.0, n_obs=0):
 
 def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
                  alignment_test, start, beta, fit_beta, progressbar=False, compiled="auto",
-                 offset=None):
+                 offset=None, min_noise_var_ratio=MIN_NOISE_VAR_RATIO):
     """Type-II maximum likelihood, or type-II MAP under a Gamma hyperprior.
 
     ``solver`` chooses the fast sequential algorithm of Tipping & Faul (2003)
@@ -143,6 +143,8 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
     (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`).
     ``offset``: the Poisson likelihood's log exposure
     (:func:`rvm_ppl.closed_form.poisson.fit_evidence_poisson`).
+    ``min_noise_var_ratio``: the regression's cap on the noise precision,
+    ``beta <= 1 / (min_noise_var_ratio var(y))`` (both solvers).
     """
     if solver not in ("fast", "full"):
         raise ValueError(f"Unknown solver {solver!r}; expected 'fast' or 'full'.")
@@ -167,14 +169,15 @@ def fit_evidence(basis, y, *, labels, likelihood, priors, max_iter, tol, solver,
         res = fit_evidence_regression(
             basis, t, start=start, priors=priors, alignment_test=alignment_test, beta=beta,
             fixed_beta=not fit_beta, max_iter=max_iter, tol=tol, progressbar=progressbar,
-            compiled=compiled,
+            compiled=compiled, min_noise_var_ratio=min_noise_var_ratio,
         )
     else:
         if priors is not None:
             raise ValueError("solver='full' maximises the plain evidence; use solver='fast' "
                              "with hyperpriors.")
         res = fit_evidence_full(dense_phi(basis, "solver='full'"), t, beta=beta,
-                                fixed_beta=not fit_beta, max_iter=max_iter, tol=tol)
+                                fixed_beta=not fit_beta, max_iter=max_iter, tol=tol,
+                                min_noise_var_ratio=min_noise_var_ratio)
     return _evidence_result(res, labels, likelihood, scale, len(y))
 
 
@@ -229,7 +232,8 @@ def multinomial_evidence_results(res, labels):
 
 
 def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, beta, eta0,
-                        bias, extra_basis, schedule, progressbar=False):
+                        bias, extra_basis, schedule, progressbar=False,
+                        min_noise_var_ratio=MIN_NOISE_VAR_RATIO):
     """Type-II maximum likelihood with one learned Gaussian-kernel scale per input.
 
     Tipping (2001), App. C (:func:`rvm_ppl.closed_form.scales.fit_eta_rvm`). Returns the
@@ -242,7 +246,7 @@ def fit_evidence_scales(X, y, *, labels, priors, max_iter, tol, alignment_test, 
         X, y / scale, eta0=eta0, bias=bias, priors=priors, extra_basis=extra_basis,
         schedule=schedule, alpha_tol=tol, alignment_test=alignment_test,
         beta=None if beta is None else beta * scale**2, max_iter=max_iter,
-        progressbar=progressbar,
+        progressbar=progressbar, min_noise_var_ratio=min_noise_var_ratio,
     )
     return _evidence_result(res, labels, "gaussian", scale, len(y)), np.asarray(eta), history
 
