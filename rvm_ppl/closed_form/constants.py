@@ -40,7 +40,7 @@ ENGINE_MAX_ENTRIES = 2001 * 2001  # largest N x M the compiled engine materialis
 # so those problems always run in Python. The choice depends on the problem's size only.
 ENGINE_MIN_ENTRIES = 1001 * 1001
 MULTISTART_MAX_N = 500  # largest N at which multistart="auto" runs the extra ascents
-TRIVIAL_NOISE_SHARE = 0.5  # an ascent whose noise variance is at least this share of var(t)
+TRIVIAL_NOISE_SHARE = 0.95  # a fit whose noise variance is at least this share of var(t)
 # ended at the empty or a near-empty model: it is climbed again from a smaller noise
 POLISH_AFTER = 10  # consecutive re-estimations that start a joint Newton polish
 POLISH_STEPS = 10  # Newton steps in one polish at most

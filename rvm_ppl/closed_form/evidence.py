@@ -1102,11 +1102,12 @@ def fit_evidence_regression(
     although a few basis functions together fit the targets far better.
     So, at every ``N`` and after ``multistart`` if it runs, a fit (with the
     noise re-estimated and no ``warm_start``) that ends with a noise
-    variance of at least half of ``var(t)`` is climbed once more from a
+    variance of at least ``TRIVIAL_NOISE_SHARE`` = 95 % of ``var(t)`` is
+    climbed once more from a
     smaller noise chosen from what it left unexplained
     (:func:`escape_noise`), without the alignment test, and the fit of
     higher objective is kept (``counts["starts"]`` counts the ascent).
-    Fits that end with a model explaining more than half of the variance,
+    Fits that end with a model explaining more than 5 % of the variance,
     which are nearly all, pay only the check.
 
     An addition is chosen for the gain its statistics predict (Tipping &
@@ -1313,7 +1314,7 @@ def escape_noise(basis, t, result, start_beta, beta_max):
     ascent started from a large noise then stops there.
 
     An ascent counts as trivial when its noise variance ``1 / beta`` is at
-    least ``TRIVIAL_NOISE_SHARE`` (a half) of ``var(t)``. What it left as
+    least ``TRIVIAL_NOISE_SHARE`` (95 %) of ``var(t)``. What it left as
     noise is ``r``, the part of ``t`` outside the span of its basis
     functions, and the best single column outside the model explains the
     mean square ``e = max_m (phi~_m^T r)^2 / (N ||phi~_m||^2)`` of it
