@@ -200,7 +200,7 @@ GROUPS = {
         ["kernel", "gamma", "degree", "coef0", "fit_intercept", "extra_basis", "learn_scales",
          "scale_schedule"],
         ["alpha_shape", "alpha_rate", "beta_shape", "beta_rate", "noise_std", "fit_noise",
-         "low_rank"],
+         "min_noise_var_ratio", "low_rank"],
         ["method", "max_iter", "tol", "alignment_test", "solver"],
         ["draws", "tune", "chains", "sample_kwargs"],
         ["random_state", "compiled", "blas_threads", "progressbar"],
