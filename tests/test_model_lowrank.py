@@ -213,6 +213,35 @@ def test_lower_triangular_inverse_op(mode):
         lower_triangular_inverse(pt.vector())
 
 
+def test_lower_triangular_inverse_without_pytensors_lapack_helpers(monkeypatch):
+    # PyTensor's private LAPACK helpers hidden (as in releases that lay them out otherwise):
+    # the Numba backend's op is forward substitution, the inverse dtrtri computes to
+    # rounding (another order of the same sums: rtol 1e-12 on a well-conditioned factor).
+    import sys
+
+    import numba
+
+    from rvm_ppl.model import trtri
+
+    rng = np.random.default_rng(5)
+    A = rng.normal(size=(30, 30))
+    L = np.linalg.cholesky(A @ A.T + 30 * np.eye(30))
+    x = pt.matrix("L")
+    with pytensor.config.change_flags(numba__fastmath=False):
+        node = trtri.lower_triangular_inverse(x).owner
+        fast = pytensor.function([x], node.outputs[0], mode="NUMBA")
+    monkeypatch.setitem(sys.modules, "pytensor.link.numba.dispatch.linalg._LAPACK", None)
+    funcify, register = trtri._numba_funcify()
+    assert funcify.__qualname__.startswith("_substitution_funcify")
+    inner = funcify(node.op, node)  # compiled to be called from compiled code only
+    fallback = numba.njit(lambda L: inner(L))
+    for L_in in (L, L + np.triu(np.ones((30, 30)), 1)):  # upper triangle ignored
+        np.testing.assert_allclose(fallback(L_in), fast(L_in), rtol=1e-12, atol=1e-15)
+    np.testing.assert_array_equal(np.triu(fallback(L), 1), 0.0)
+    assert np.isnan(fallback(np.zeros((3, 3)))).all()  # singular, as dtrtri's info > 0
+    assert fallback(np.zeros((0, 0))).shape == (0, 0)
+
+
 def test_dense_op_inverse_forms_agree(sinc_design):
     Phi, t = sinc_design
     trtri = _value_and_grad(dense_marginal_loglike(), Phi, Phi.T @ Phi)

@@ -4,7 +4,12 @@
 ``M^3`` flops. ``dtrtri`` skips the known zeros: ``M^3 / 3`` (timed in the
 documentation's Defaults and why page, section "The PyMC model"). The op runs
 ``scipy.linalg.lapack.dtrtri`` in PyTensor's Python and C backends and calls
-the same LAPACK routine from compiled code in its Numba backend.
+the same LAPACK routine from compiled code in its Numba backend, through
+PyTensor's own (private) LAPACK helpers and cached function pointers. Where
+PyTensor has no such helpers (other releases lay them out differently), the
+Numba backend runs :func:`_substitution_inverse` instead: the same ``M^3 / 3``
+flops by column-wise forward substitution in plain compiled loops, equal to
+``dtrtri``'s result to rounding (``tests/test_model_lowrank.py``).
 
 Importing this module imports PyTensor and Numba.
 """
@@ -45,8 +50,13 @@ class LowerTriangularInverse(Op):
 lower_triangular_inverse = LowerTriangularInverse()
 
 
-def _register_numba():
-    """Compiled ``dtrtri`` for the Numba backend (the generic fallback would call Python)."""
+def _lapack_funcify():
+    """The Numba backend's ``dtrtri`` through PyTensor's private LAPACK helpers.
+
+    Returns the function that makes the op's compiled code and the register
+    that keeps it in PyTensor's cache; raises ImportError or AttributeError
+    where PyTensor lays its Numba backend out otherwise.
+    """
     import numba
     from numba.core import types
     from numba.core.extending import get_cython_function_address
@@ -59,6 +69,7 @@ def _register_numba():
         val_to_int_ptr,
     )
 
+    register = numba_basic.register_funcify_default_op_cache_key
     trtri_type = types.FunctionType(types.void(nb_i32p, nb_i32p, nb_i32p, nb_f64p, nb_i32p, nb_i32p))
 
     @numba_basic.numba_njit
@@ -73,7 +84,6 @@ def _register_numba():
                               unique_func_name_lit="rvm_ppl.dtrtri")
         fn(UPLO, DIAG, N, A, LDA, INFO)
 
-    @numba_basic.register_funcify_default_op_cache_key(LowerTriangularInverse)
     def numba_funcify_lower_triangular_inverse(op, node, **kwargs):
         @numba_basic.numba_njit
         def lower_triangular_inverse(L):
@@ -95,8 +105,57 @@ def _register_numba():
 
         return lower_triangular_inverse, 2  # cache version: bump on every change above
 
+    return numba_funcify_lower_triangular_inverse, register
 
-try:
-    _register_numba()
-except ImportError:  # another PyTensor layout: the generic (Python) fallback serves NUMBA
-    pass
+
+def _substitution_inverse(L):
+    """``L^{-1}`` of the lower triangle of ``L`` by forward substitution; NaN where singular.
+
+    ``X = L^{-1}`` column by column: ``X[j, j] = 1 / L[j, j]`` and, below it,
+    ``X[i, j] = -(sum_{j <= k < i} L[i, k] X[k, j]) / L[i, i]`` (``L X = I``
+    row ``i``), ``M^3 / 3`` multiply-adds as in ``dtrtri``. A zero on the
+    diagonal (where ``dtrtri`` reports ``info > 0``) gives a matrix of NaN.
+    """
+    n = L.shape[0]
+    out = np.zeros((n, n))
+    for j in range(n):
+        if L[j, j] == 0.0:
+            out[:, :] = np.nan
+            return out
+    for j in range(n):
+        out[j, j] = 1.0 / L[j, j]
+        for i in range(j + 1, n):
+            s = 0.0
+            for k in range(j, i):
+                s += L[i, k] * out[k, j]
+            out[i, j] = -s / L[i, i]
+    return out
+
+
+def _substitution_funcify():
+    """The Numba backend's op by :func:`_substitution_inverse`, through PyTensor's public dispatcher."""
+    from pytensor.link.numba.dispatch import basic as numba_basic
+    from pytensor.link.numba.dispatch import numba_funcify
+
+    compiled = numba_basic.numba_njit(_substitution_inverse)
+
+    def numba_funcify_lower_triangular_inverse(op, node, **kwargs):
+        return compiled
+
+    return numba_funcify_lower_triangular_inverse, numba_funcify.register
+
+
+def _numba_funcify():
+    """``(funcify, register)`` for the Numba backend: LAPACK's where PyTensor's helpers allow."""
+    try:
+        return _lapack_funcify()
+    except (ImportError, AttributeError):  # another PyTensor layout
+        return _substitution_funcify()
+
+
+def _register_numba():
+    funcify, register = _numba_funcify()
+    register(LowerTriangularInverse)(funcify)
+
+
+_register_numba()
