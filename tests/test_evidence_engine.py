@@ -376,3 +376,32 @@ def test_engine_cache_is_keyed_on_the_driver_and_the_constants(tmp_path, monkeyp
         after = locator.get_source_stamp()
         assert after != before
         before = after
+
+
+def test_engine_without_numbas_private_locator_is_compiled_the_same_and_not_kept(
+        tmp_path, monkeypatch, rng):
+    # A Numba without the private _CacheLocator: no locator is registered, the engine's
+    # functions are compiled with cache=False (nothing on disk, not even under Numba's
+    # own key of engine.py alone) from the same source, so they return the same numbers,
+    # to the last bit, as the cached ones.
+    import numba
+    import numba.core.caching as caching
+    from numba.core import config
+
+    n_locators = len(caching.CacheImpl._locator_classes)
+    monkeypatch.delattr(caching, "_CacheLocator")
+    assert _evidence_engine._engine_locator() is None
+    assert len(caching.CacheImpl._locator_classes) == n_locators
+    monkeypatch.setattr(_evidence_engine, "_EngineCacheLocator", None)
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path))
+    cached = _evidence_engine._prior_gain
+    compiled = _evidence_engine.njit(cache=True, error_model="numpy")(cached.py_func)
+    S, Q, scale = rng.uniform(0.05, 5.0, 50), rng.normal(0.0, 3.0, 50), rng.uniform(0.2, 8.0, 50)
+    alpha = np.where(rng.random(50) < 0.5, np.inf, rng.uniform(0.01, 50.0, 50))
+    for m in range(50):
+        args = (S[m], Q[m], alpha[m], scale[m], 0.1, 0.1)
+        np.testing.assert_array_equal(compiled(*args), cached(*args))  # NaN where it is NaN
+    assert not list(tmp_path.iterdir())
+    # Where the cache is asked for, this folder is where Numba keeps it.
+    numba.njit(cache=True, error_model="numpy")(cached.py_func)(*args)
+    assert any(p.suffix == ".nbi" for p in tmp_path.rglob("*"))

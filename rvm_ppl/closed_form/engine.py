@@ -33,7 +33,12 @@ jitter policy of :func:`rvm_ppl.core.linalg.cholesky_jittered`.
 The first call on a machine compiles the engine and caches the machine code
 on disk (``cache=True``), keyed on this module's, the driver's and the
 constants' source files (``_EngineCacheLocator``: the machine code holds all
-three); the first call in a later process loads it with
+three). The locator is a subclass of Numba's private ``_CacheLocator``,
+registered in ``CacheImpl._locator_classes``; with a Numba that has neither,
+the engine is compiled in every process and nothing is kept on disk (the
+same machine code, so the same numbers: ``tests/test_evidence_engine.py``),
+rather than kept under a key of this file alone. The first call in a later
+process loads it with
 Numba's runtime, which costs more than a whole small fit in Python: that is
 why problems of at most ``ENGINE_MIN_ENTRIES`` entries always run in Python
 (:func:`rvm_ppl.closed_form.evidence.fit_evidence_regression`, ``compiled``;
@@ -47,8 +52,7 @@ import types
 from collections import namedtuple
 
 import numpy as np
-from numba import njit
-from numba.core.caching import CacheImpl, _CacheLocator
+from numba import njit as _numba_njit
 
 from rvm_ppl.closed_form import constants as _ev
 from rvm_ppl.closed_form import driver as _driver
@@ -65,38 +69,61 @@ COUNT_KEYS = (_ev.ADD, _ev.REESTIMATE, _ev.DELETE, "noise", "aligned", "refresh"
 _SOURCES = tuple(os.path.abspath(m.__file__) for m in (_driver, _ev)) + (os.path.abspath(__file__),)
 
 
-class _EngineCacheLocator(_CacheLocator):
-    """Numba's own cache locator for a function of the engine's sources, stamped with all of them."""
+def _engine_locator():
+    """Numba's cache locator for the engine's functions, registered first; None without one.
 
-    def __init__(self, base):
-        self._base = base
+    A subclass of Numba's private ``numba.core.caching._CacheLocator``, put
+    at the head of ``CacheImpl._locator_classes``: None where Numba has
+    neither (the engine is then compiled in each process, :func:`njit`).
+    """
+    try:
+        from numba.core.caching import CacheImpl, _CacheLocator
 
-    def ensure_cache_path(self):
-        self._base.ensure_cache_path()
-
-    def get_cache_path(self):
-        return self._base.get_cache_path()
-
-    def get_disambiguator(self):
-        return self._base.get_disambiguator()
-
-    def get_source_stamp(self):
-        stats = [os.stat(path) for path in _SOURCES]
-        return tuple((st.st_mtime, st.st_size) for st in stats)
-
-    @classmethod
-    def from_function(cls, py_func, py_file):
-        if os.path.abspath(py_file) not in _SOURCES:
-            return None
-        for other in CacheImpl._locator_classes:
-            base = None if other is cls else other.from_function(py_func, py_file)
-            if base is not None:
-                return cls(base)
+        locators = CacheImpl._locator_classes
+    except (ImportError, AttributeError):
         return None
 
+    class _EngineCacheLocator(_CacheLocator):
+        """Numba's own locator for a function of the engine's sources, stamped with all of them."""
 
-if _EngineCacheLocator not in CacheImpl._locator_classes:
-    CacheImpl._locator_classes.insert(0, _EngineCacheLocator)
+        def __init__(self, base):
+            self._base = base
+
+        def ensure_cache_path(self):
+            self._base.ensure_cache_path()
+
+        def get_cache_path(self):
+            return self._base.get_cache_path()
+
+        def get_disambiguator(self):
+            return self._base.get_disambiguator()
+
+        def get_source_stamp(self):
+            stats = [os.stat(path) for path in _SOURCES]
+            return tuple((st.st_mtime, st.st_size) for st in stats)
+
+        @classmethod
+        def from_function(cls, py_func, py_file):
+            if os.path.abspath(py_file) not in _SOURCES:
+                return None
+            for other in locators:
+                base = None if other is cls else other.from_function(py_func, py_file)
+                if base is not None:
+                    return cls(base)
+            return None
+
+    locators.insert(0, _EngineCacheLocator)
+    return _EngineCacheLocator
+
+
+_EngineCacheLocator = _engine_locator()
+
+
+def njit(**options):
+    """``numba.njit(**options)``, with ``cache`` only where :data:`_EngineCacheLocator` keys it."""
+    cache = options.pop("cache", False) and _EngineCacheLocator is not None
+    return _numba_njit(cache=cache, **options)
+
 
 # Constants are frozen into the compiled code.
 _MIN_DELTA_LOG_BETA = _ev.MIN_DELTA_LOG_BETA
