@@ -1,9 +1,16 @@
 """ArviZ's Numba ufunc: compiled by a first process, loaded by the next (core.arviz_ufuncs)."""
 
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
 import sys
+
+import numpy as np
+import pytest
+
+from rvm_ppl.core import arviz_ufuncs
 
 _PROBE = """
 import json
@@ -42,3 +49,41 @@ def test_arviz_ufunc_is_compiled_once_then_loaded_and_computes_the_same(tmp_path
     assert first["pmf"] == second["pmf"]
     # ArviZ's binomial pmf, whichever way it was made, is the binomial pmf.
     assert max(abs(a - b) for a, b in zip(first["pmf"], first["scipy"], strict=True)) < 1e-14
+
+
+def _ecdf_utils(hooked):
+    """A fresh copy of ArviZ's module, run through the hook's loader or ArviZ's own."""
+    import arviz.stats
+
+    spec = importlib.machinery.PathFinder.find_spec(arviz_ufuncs.MODULE, arviz.stats.__path__)
+    module = importlib.util.module_from_spec(spec)
+    (arviz_ufuncs._Loader(spec.loader) if hooked else spec.loader).exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("refusal", [TypeError, RuntimeError])
+def test_where_numba_keeps_no_ufunc_arviz_compiles_it_as_before(tmp_path, monkeypatch, refusal):
+    # A Numba whose vectorize takes no ``cache`` (TypeError) or has nowhere to write it
+    # (RuntimeError): the hook's loader compiles ArviZ's ufunc as ArviZ asks, keeps
+    # nothing, and the ufunc returns the cached one's numbers to the last bit.
+    import numba
+    from numba.core import config
+
+    k = np.arange(7)
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "kept"))
+    cached = _ecdf_utils(hooked=True)._binom_pmf(k, 6, 0.3, 0)
+    assert any(p.name.endswith(".nbi") for p in (tmp_path / "kept").rglob("*"))
+    plain, asked = numba.vectorize, []
+
+    def refusing(*args, **kwargs):
+        asked.append("cache" in kwargs)
+        if "cache" in kwargs:
+            raise refusal("vectorize() got an unexpected keyword argument 'cache'")
+        return plain(*args, **kwargs)
+
+    monkeypatch.setattr(numba, "vectorize", refusing)
+    monkeypatch.setattr(config, "CACHE_DIR", str(tmp_path / "unkept"))
+    fallback = _ecdf_utils(hooked=True)._binom_pmf(k, 6, 0.3, 0)
+    assert asked == [True, False] and not (tmp_path / "unkept").exists()
+    np.testing.assert_array_equal(fallback, cached)
+    np.testing.assert_array_equal(_ecdf_utils(hooked=False)._binom_pmf(k, 6, 0.3, 0), cached)

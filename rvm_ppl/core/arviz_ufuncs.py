@@ -8,7 +8,10 @@ disk instead: while that one module is imported, ``numba.vectorize`` with
 signatures gets ``cache=True``, and Numba's own cache (beside ArviZ's source
 or in Numba's user-wide cache directory, as ``NUMBA_CACHE_DIR`` says) keeps
 the ufunc. Later processes load it. The ufunc is the one Numba compiles,
-byte for byte; where Numba has nowhere to write it, it is compiled as before.
+byte for byte; where Numba has nowhere to write it, or its ``vectorize``
+takes no ``cache``, it is compiled as before. The module and its ufunc
+(``_binom_pmf``) are ArviZ's private code: where ArviZ has no such module, the
+hook finds nothing to wrap and ArviZ is imported as it is.
 Nothing changes for a process that imported ArviZ before this package. The
 documentation's Benchmarks page ("ADVI and NUTS as a user meets them") has
 the time it saves.
@@ -75,8 +78,8 @@ def _cached_vectorize(plain):
         def decorate(func):
             try:
                 return plain(*args, cache=True, **kwargs)(func)
-            except RuntimeError:  # Numba found no writable cache location
-                return plain(*args, **kwargs)(func)
+            except Exception:  # noqa: BLE001 - no writable cache location, no ``cache``, ...
+                return plain(*args, **kwargs)(func)  # as ArviZ asks: its own errors, if any
 
         return decorate
 
