@@ -26,7 +26,7 @@ _DOUBLE_P = ctypes.POINTER(ctypes.c_double)
 
 
 @pytest.fixture(scope="module")
-def compiled():
+def model():
     """A small model whose data take every path through the callbacks.
 
     Data arrays of 0, 1 and 2 dimensions, read by the log density only (``y_obs``,
@@ -36,9 +36,6 @@ def compiled():
     is small: the callbacks are generated from the data's names and dimensions alone.
     """
     import pymc as pm
-    import pytensor
-
-    from rvm_ppl.pymc_fitters.callbacks import compile_pymc_model
 
     rng = np.random.default_rng(0)
     with pm.Model(coords={"basis": ["a", "b", "c"]}) as model:
@@ -52,8 +49,22 @@ def compiled():
         pm.Deterministic("gram_w", (phi.T @ phi) @ w)  # of every number of rows of Phi
         pm.Deterministic("predicted", phi_new @ w)
         pm.Normal("y", phi @ w, beta**-0.5, observed=y)
+    return model
+
+
+def _compile(model, **kwargs):
+    import pytensor
+
+    from rvm_ppl.pymc_fitters.callbacks import compile_pymc_model
+
     with pytensor.config.change_flags(numba__fastmath=False):  # as every fit compiles
-        return compile_pymc_model(model, backend="numba")
+        return compile_pymc_model(model, backend="numba", **kwargs)
+
+
+@pytest.fixture(scope="module")
+def compiled(model):
+    """The model compiled with the package's callbacks."""
+    return _compile(model)
 
 
 def _inputs(function, compiled):
@@ -222,3 +233,59 @@ def test_callbacks_kept_on_disk_are_loaded_and_sample_the_same_draws(compiled, t
     unkept = build(5)
     assert hits(unkept) == (0, 0) and len(list(tmp_path.iterdir())) == n_files
     assert _assert_callbacks_return_the_reference(unkept, np.zeros(unkept.n_dim))[0] == 0
+
+
+def test_callbacks_are_the_packages_compiled_and_not_kept_without_numbas_locator(
+        model, compiled, tmp_path, monkeypatch):
+    # A Numba without the private _CacheLocator: the package's callbacks, compiled in this
+    # process and kept nowhere, returning the compiled function's values bit for bit.
+    import functools
+
+    import numba.core.caching as caching
+
+    from rvm_ppl.pymc_fitters import callbacks
+
+    monkeypatch.delattr(caching, "_CacheLocator")
+    monkeypatch.setattr(callbacks, "_locator_class",
+                        functools.cache(callbacks._locator_class.__wrapped__))
+    unkept = _compile(model, cache_dir=str(tmp_path))
+    assert callbacks._locator_class() is None
+    assert "_logp_template" in unkept.compiled_logp_func.native_name
+    assert unkept.compiled_logp_func.cache_hits == 0 and not list(tmp_path.iterdir())
+    for x in np.random.default_rng(4).normal(0.0, 2.0, (30, unkept.n_dim)):
+        _assert_callbacks_return_the_reference(unkept, x)
+    np.testing.assert_array_equal(_run(unkept, 5).posterior["w"].values,
+                                  _run(compiled, 5).posterior["w"].values)
+
+
+def test_nutpies_own_callbacks_where_its_functions_are_not_as_replaced(model, compiled, tmp_path,
+                                                                        monkeypatch):
+    # nutpie's _make_c_* with other arguments (or missing): nutpie's own callbacks, not
+    # kept, which sample the same draws as the package's, bit for bit (the module's claim).
+    import types
+
+    import nutpie.compile_pymc as cp
+
+    from rvm_ppl.pymc_fitters import callbacks
+
+    assert callbacks._replaceable(cp)
+    names = {n: getattr(cp, n) for n in (*callbacks._REPLACED, "address_as_void_pointer")}
+    for missing in names:
+        assert not callbacks._replaceable(types.SimpleNamespace(
+            **{n: f for n, f in names.items() if n != missing}))
+    original, called = cp._make_c_logp_func, []
+
+    def changed(n_dim, logp_fn, user_data, shared_logp, shared_data, extra=None):
+        called.append(extra)
+        return original(n_dim, logp_fn, user_data, shared_logp, shared_data)
+
+    monkeypatch.setattr(cp, "_make_c_logp_func", changed)
+    assert not callbacks._replaceable(cp)
+    own = _compile(model, cache_dir=str(tmp_path))
+    assert called == [None] and not list(tmp_path.glob("*.nbi"))
+    assert "_logp_template" not in own.compiled_logp_func.native_name
+    for x in np.random.default_rng(5).normal(0.0, 2.0, (30, own.n_dim)):
+        _assert_callbacks_return_the_reference(own, x)
+    for name in ("alpha", "beta", "w"):
+        np.testing.assert_array_equal(_run(own, 6).posterior[name].values,
+                                      _run(compiled, 6).posterior[name].values)

@@ -33,8 +33,13 @@ or loaded (``tests/test_callbacks.py``). They replace nutpie's
 (``nutpie.compile_pymc``'s ``_make_c_logp_func`` and ``_make_c_expand_func``,
 with their own version of its ``make_extraction_fn``) only while
 :func:`compile_pymc_model` compiles.
-nutpie versions whose compile module has other names are compiled with
-nutpie's own callbacks, and not kept.
+nutpie versions whose compile module has other names, or whose
+``_make_c_*`` take other arguments, are compiled with nutpie's own
+callbacks, and not kept. Keeping them needs a locator in Numba's private
+cache classes (``numba.core.caching._CacheLocator``,
+``CacheImpl._locator_classes``) and PyTensor's key of its function
+(``pytensor.link.numba.cache``); where either is missing, the callbacks are
+this module's, compiled in each process and not kept.
 """
 
 from __future__ import annotations
@@ -51,8 +56,12 @@ from contextlib import contextmanager
 
 import numpy as np
 
-_REPLACED = ("_make_c_logp_func", "_make_c_expand_func")
-_NEEDED = (*_REPLACED, "address_as_void_pointer")  # what the replacements use of nutpie
+# nutpie's functions replaced, with the arguments the replacements take.
+_REPLACED = {
+    "_make_c_logp_func": ("n_dim", "logp_fn", "user_data", "shared_logp", "shared_data"),
+    "_make_c_expand_func": ("n_dim", "n_expanded", "expand_fn", "user_data", "shared_vars",
+                            "shared_data"),
+}
 _LOCK = threading.Lock()
 _CACHED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # callback -> (folder, key)
 
@@ -79,7 +88,8 @@ def compile_pymc_model(model, cache_dir=None, **kwargs):
     """
     import nutpie
 
-    if kwargs.get("backend", "numba") != "numba" or not _writable(cache_dir):
+    if (kwargs.get("backend", "numba") != "numba" or not _writable(cache_dir)
+            or _locator_class() is None):
         cache_dir = None
     if cache_dir is not None:
         made = []
@@ -121,7 +131,7 @@ def _callbacks(cache_dir, made):
     """
     import nutpie.compile_pymc as cp
 
-    if not all(callable(getattr(cp, name, None)) for name in _NEEDED):
+    if not _replaceable(cp):
         yield False
         return
     with _LOCK:
@@ -133,6 +143,20 @@ def _callbacks(cache_dir, made):
         finally:
             for name, fn in saved.items():
                 setattr(cp, name, fn)
+
+
+def _replaceable(cp):
+    """Whether nutpie's compile module ``cp`` has the functions replaced, as this module calls them."""
+    if not callable(getattr(cp, "address_as_void_pointer", None)):  # used by _extraction
+        return False
+    for name, arguments in _REPLACED.items():
+        try:
+            parameters = inspect.signature(getattr(cp, name)).parameters
+        except (AttributeError, TypeError, ValueError):
+            return False
+        if tuple(parameters) != arguments:
+            return False
+    return True
 
 
 def _extraction(inner, names, shared_data, record_dtype):
@@ -276,15 +300,26 @@ def _cache_key(template, inner, record_dtype, source, dtypes, constants):
 
 def _pytensor_key(jitted):
     """PyTensor's Numba cache key of its compiled function ``jitted``, or None if it keeps none."""
-    from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
-
+    try:
+        from pytensor.link.numba.cache import CACHED_SRC_FUNCTIONS
+    except ImportError:  # a PyTensor that keeps no Numba cache of its own
+        return None
     return CACHED_SRC_FUNCTIONS.get(getattr(jitted, "py_func", None))
 
 
 @functools.cache
 def _locator_class():
-    """Numba's cache locator for this module's callbacks, registered before Numba's own."""
-    from numba.core.caching import CacheImpl, _CacheLocator
+    """Numba's cache locator for this module's callbacks, registered before Numba's own.
+
+    None where Numba has no private ``_CacheLocator`` and
+    ``CacheImpl._locator_classes`` to register it in (callbacks are then not kept).
+    """
+    try:
+        from numba.core.caching import CacheImpl, _CacheLocator
+
+        locators = CacheImpl._locator_classes
+    except (ImportError, AttributeError):
+        return None
 
     class CallbackCacheLocator(_CacheLocator):
         """The folder and key :func:`_made` registered for a callback."""
@@ -306,5 +341,5 @@ def _locator_class():
             entry = _CACHED.get(py_func)
             return None if entry is None else cls(*entry)
 
-    CacheImpl._locator_classes.insert(0, CallbackCacheLocator)
+    locators.insert(0, CallbackCacheLocator)
     return CallbackCacheLocator
