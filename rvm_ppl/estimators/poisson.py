@@ -285,6 +285,8 @@ class PoissonRVR(RegressorMixin, _RVMBase):
                              f"exposure); got {y.min():g}.")
         exposure = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                         ensure_non_negative=True)
+        if not exposure.any():  # scikit-learn checks this itself from 1.9 on
+            raise ValueError("Sample weights must contain at least one non-zero number.")
         X, counts, exposure = pool_counts(X, y, exposure)
         if method in ("advi", "nuts"):
             frac = counts != np.round(counts)

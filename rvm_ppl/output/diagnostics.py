@@ -871,6 +871,10 @@ def loo_table(fits, X_test=None, y_test=None):
     """
     import arviz as az
 
+    if (X_test is None) != (y_test is None):
+        raise ValueError("Give both X_test and y_test.")
+    if X_test is not None and not all(hasattr(f, "predict") for f in fits.values()):
+        raise TypeError("The held-out density needs the fitted estimators, not InferenceData.")
     idatas = _idatas(fits)
     missing = [k for k, v in idatas.items() if "log_likelihood" not in v.groups()]
     if missing:
@@ -884,10 +888,6 @@ def loo_table(fits, X_test=None, y_test=None):
     table["n_k_gt_0.7"] = [int((ks[k] > LOO_K_MAX).sum()) for k in table.index]
     table["max_k"] = [float(ks[k].max()) for k in table.index]
     if X_test is not None or y_test is not None:
-        if X_test is None or y_test is None:
-            raise ValueError("Give both X_test and y_test.")
-        if not all(hasattr(f, "predict") for f in fits.values()):
-            raise TypeError("The held-out density needs the fitted estimators, not InferenceData.")
         table["test_lpd"] = [heldout_lpd(fits[k], X_test, y_test) for k in table.index]
     hyper = _hyperprior_column(idatas)
     if hyper is not None:
