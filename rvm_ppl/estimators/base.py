@@ -320,7 +320,7 @@ class _RVMBase(BaseEstimator):
 
         result = self._model_inputs()[-1]
         first = result[0] if isinstance(result, list) else result
-        if first.method not in ("advi", "nuts") or first.draws is None:  # no model sampled
+        if first.draws is None:  # evidence, vb, constant targets: no model sampled
             return None
         return model_constants(self.pymc_model())
 
