@@ -18,6 +18,7 @@ from rvm_ppl.closed_form.vb import (
 )
 from rvm_ppl.kernels.basis import DenseBasis, KernelBasis, kernel_basis
 from rvm_ppl.kernels.kernel import make_kernel
+from test_variational_fast import _copy_state, _joint_qw, _step_change
 
 MONOTONE_RTOL = 1e-9
 
@@ -91,20 +92,31 @@ def test_squared_design_times_every_basis_kind():
     ref = (Phi**2) @ v
     low = kernel_basis(kern, X)
     assert type(low).__name__ == "LowRankKernelBasis"
+    W = rng.standard_normal((91, 3))
     for basis in (DenseBasis(Phi), KernelBasis(kern, X), low):
         np.testing.assert_allclose(_squared_design_times(basis, v), ref, rtol=1e-9, atol=1e-12)
+        sq, PW = _squared_design_times(basis, v, W)
+        np.testing.assert_allclose(sq, ref, rtol=1e-9, atol=1e-12)
+        # the low-rank basis is Phi up to its factor's tolerance
+        np.testing.assert_allclose(PW, Phi @ W, rtol=1e-6, atol=1e-6 * np.abs(Phi @ W).max())
 
 
 def test_predicted_gains_are_the_bound_changes():
+    """Each step changes the bound by exactly its one-basis terms (as for the regression)."""
     _, _, st = _state(seed=2, n_actions=3)
     for _ in range(10):
         gain, new_x = st.gains()
         j = int(np.argmax(gain))
         if gain[j] <= 0:
             break
+        kind = "add" if st.out[j] else "reestimate"
+        old = _copy_state(st, _FastVBC)
         before = st.bound
-        (st.add if st.out[j] else st.reestimate)(j, new_x[j])
-        assert st.bound - before == pytest.approx(gain[j], rel=1e-6, abs=1e-8)
+        (st.add if kind == "add" else st.reestimate)(j, new_x[j])
+        assert st.bound - before == pytest.approx(_step_change(old, st, j, kind), rel=1e-6,
+                                                  abs=1e-8)
+        if kind == "add":
+            assert st.bound - before >= gain[j] - 1e-8 * abs(before)
         st.update_xi()
 
 
@@ -165,3 +177,17 @@ def test_dense_and_lazy_bases_give_the_same_fit():
     np.testing.assert_array_equal(dense.active, lazy.active)
     np.testing.assert_allclose(dense.bound_trace, lazy.bound_trace, rtol=1e-9)
     np.testing.assert_allclose(dense.mean, lazy.mean, atol=1e-6)
+
+
+def test_coupled_family_bound_is_eq59_with_full_matrices():
+    """The state's bound equals the Jaakkola-Jordan bound on the joint covariance of w,
+    and its xi update sees the pruned weights' coupling: it maximises that bound."""
+    Phi, y, st = _state(seed=3)
+    shape, rate = st.q_alpha()
+    qw = _joint_qw(st)
+    assert st.bound == pytest.approx(_classification_bound(Phi, y, qw, shape, rate, st.xi,
+                                                           1e-6, 1e-6), rel=1e-10)
+    f = Phi @ qw.mean
+    xi = np.sqrt(f**2 + np.einsum("nj,jk,nk->n", Phi, qw.cov, Phi))
+    st.update_xi()
+    np.testing.assert_allclose(st.xi, xi, rtol=1e-8)

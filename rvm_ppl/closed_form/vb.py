@@ -178,6 +178,7 @@ from rvm_ppl.core.linalg import (
     cho_solve,
     cholesky_jittered,
     solve_lower,
+    solve_lower_t,
 )
 from rvm_ppl.core.progress import FitProgress
 from rvm_ppl.kernels.basis import DenseBasis, LowRankKernelBasis
@@ -244,6 +245,7 @@ class VBResult:
     converged: bool
     pruned: np.ndarray
     xi: np.ndarray | None = None
+    coupling: np.ndarray | None = None
 
     @property
     def alpha_mean(self):
@@ -258,10 +260,13 @@ class VBResult:
 
 @dataclass
 class _QW:
-    """``Q(w)``: a full Gaussian on ``active``, independent ``N(0, var)`` elsewhere.
+    """``Q(w)`` of the restricted family (module Notes).
 
-    ``var`` holds every marginal variance (the diagonal of ``cov`` on the
-    active block); ``logdet`` is ``ln |Cov[w]|``.
+    ``w_P ~ prod_m N(0, var[m])`` on the pruned basis functions and
+    ``w_A = mean[A] + coupling[:, P] w_P + eps``, ``eps ~ N(0, cov)``, on the
+    ``active`` block (rows of ``coupling`` in ``active`` order; ``None``: no
+    coupling). ``var`` holds every marginal variance (on the active block the
+    diagonal of ``cov + K V K^T``); ``logdet`` is ``ln |Cov[w]|``.
     """
 
     mean: np.ndarray
@@ -269,6 +274,7 @@ class _QW:
     active: np.ndarray
     var: np.ndarray
     logdet: float
+    coupling: np.ndarray | None = None
 
     @classmethod
     def full(cls, mean, cov):
@@ -329,7 +335,10 @@ def _latent_moments(Phi, qw):
     pruned = np.ones(len(qw.mean), dtype=bool)
     pruned[qw.active] = False
     if pruned.any():
-        v = v + Phi[:, pruned] ** 2 @ qw.var[pruned]
+        G = Phi[:, pruned]  # phi_n^T w = phi_A^T (mu_A + eps) + sum_P (phi_m + phi_A^T K_m) w_m
+        if qw.coupling is not None and len(qw.active):
+            G = G + PA @ qw.coupling[:, pruned]
+        v = v + G**2 @ qw.var[pruned]
     return f, v
 
 
@@ -359,13 +368,16 @@ def _update_q_alpha(qw, a, b):
     return shape, b + 0.5 * qw.second_moment
 
 
-def _update_q_w(Phi, alpha_mean, curvature, rhs, active, pruned_curv):
+def _update_q_w(Phi, alpha_mean, curvature, rhs, active, pruned_curv, coupled=True):
     """Closed-form ``Q(w)`` for a bound quadratic in ``w``.
 
     Maximises ``-w^T (A + H) w / 2 + w^T r`` over Gaussians that are full on
     ``active`` and ``N(0, v_m)`` elsewhere: ``Sigma = (A + H)^{-1}``,
-    ``mu = Sigma r`` on the active block (eqs. 23-24, 54-55) and
-    ``v_m = 1 / (alpha_m + H_mm)`` for pruned ``m``.
+    ``mu = Sigma r`` on the active block (eqs. 23-24, 54-55) and, for pruned
+    ``m``, the coupling ``K_m = -Sigma H_Am`` of the block to ``w_m`` and
+    ``v_m = 1 / (alpha_m + s_m)`` with the projected ``s_m`` (module Notes,
+    Restricted family); ``coupled=False``: ``K = 0`` and ``v_m = 1 / (alpha_m
+    + H_mm)``, the independent family the full fits prune into.
 
     Parameters
     ----------
@@ -379,6 +391,8 @@ def _update_q_w(Phi, alpha_mean, curvature, rhs, active, pruned_curv):
     active : ndarray of int
     pruned_curv : ndarray of shape (M,)
         ``H_mm = sum_n h_n phi_nm^2``.
+    coupled : bool
+        Whether the block depends linearly on the pruned weights.
 
     Returns
     -------
@@ -393,15 +407,53 @@ def _update_q_w(Phi, alpha_mean, curvature, rhs, active, pruned_curv):
     prec[np.diag_indices_from(prec)] += alpha_mean[active]
     pruned = np.ones(M, dtype=bool)
     pruned[active] = False
-    logdet = float(np.sum(np.log(var[pruned])))
-    cov = np.zeros((0, 0))
+    cov, coupling = np.zeros((0, 0)), None
+    logdet = 0.0
     if len(active):
         L = cholesky_jittered(prec, what="weight posterior precision")
         cov = cho_covariance(L)
         mean[active] = cho_solve(L, rhs[active])
         var[active] = np.diag(cov)
         logdet -= cho_logdet(L)
-    return _QW(mean, cov, np.asarray(active), var, logdet)
+        if coupled and pruned.any():
+            C = (Phi[:, pruned].T * curvature) @ PA  # H_PA
+            U, s, _ = _coupled_pruned(L, C, pruned_curv[pruned], alpha_mean[active])
+            var[pruned] = 1.0 / (alpha_mean[pruned] + s)
+            coupling = np.zeros((len(active), M))
+            coupling[:, pruned] = -U
+            var[active] += U**2 @ var[pruned]
+    logdet += float(np.sum(np.log(var[pruned])))
+    return _QW(mean, cov, np.asarray(active), var, logdet, coupling)
+
+
+def _coupled_pruned(L, C, S, x_active):
+    """The pruned weights' coupling to the Gaussian block and their projected factors.
+
+    With ``H = A_A + Phi_A^T B Phi_A`` (lower Cholesky factor ``L``) the
+    precision of the block, ``c_m`` (rows of ``C``) the curvature's cross
+    products ``Phi_A^T B phi_m`` and ``S_m = phi_m^T B phi_m``, the optimal
+    ``w_A = mu_A + K w_P + eps`` has columns ``K_m = -u_m``, ``u_m = H^{-1} c_m``.
+
+    Returns
+    -------
+    U : ndarray of shape (k, n)
+        The ``u_m``.
+    s : ndarray of shape (n,)
+        ``s_m = S_m - c_m^T u_m``, the sparsity factor of ``m`` with respect
+        to the block (Faul & Tipping 2002, eq. 16). Since ``s_m = ||g_m||_B^2
+        + u_m^T A_A u_m`` with ``g_m = phi_m - Phi_A u_m``, it is at least
+        ``sum_j x_j u_jm^2``, which the difference loses to rounding when
+        ``phi_m`` lies (nearly) in the span of the block: ``s_m`` is taken as
+        the larger of the two.
+    g2 : ndarray of shape (n,)
+        ``||g_m||_B^2 = s_m - sum_j x_j u_jm^2``, the pruned weight's share
+        of the expected weighted residual per unit variance.
+    """
+    B = solve_lower(L, C.T)
+    U = solve_lower_t(L, B)
+    floor = x_active @ U**2
+    s = np.maximum(S - np.einsum("km,km->m", B, B), floor)
+    return U, s, s - floor
 
 
 # -- regression -------------------------------------------------------------------
@@ -426,14 +478,18 @@ def _update_q_beta(Phi, t, qw, c, d):
     return c + 0.5 * len(t), d + 0.5 * float(np.sum((t - f) ** 2) + np.sum(v))
 
 
-def _regression_sweep(Phi, t, col_sq, state, active, priors):
-    """One coordinate-ascent sweep: ``Q(w)``, then ``Q(alpha)``, then ``Q(beta)``."""
+def _regression_sweep(Phi, t, col_sq, state, active, priors, coupled=True):
+    """One coordinate-ascent sweep: ``Q(w)``, then ``Q(alpha)``, then ``Q(beta)``.
+
+    ``coupled``: the family of the pruned weights (:func:`_update_q_w`).
+    """
     a, b, c, d = priors
     alpha_shape, alpha_rate, beta_shape, beta_rate = state
     Ea = alpha_shape / alpha_rate
     Eb = beta_shape / beta_rate
     # Bishop & Tipping (2000) eqs. (23)-(24)
-    qw = _update_q_w(Phi, Ea, np.full(len(t), Eb), Eb * (Phi.T @ t), active, Eb * col_sq)
+    qw = _update_q_w(Phi, Ea, np.full(len(t), Eb), Eb * (Phi.T @ t), active, Eb * col_sq,
+                     coupled)
     alpha_shape, alpha_rate = _update_q_alpha(qw, a, b)  # eq. (25)
     beta_shape, beta_rate = _update_q_beta(Phi, t, qw, c, d)  # eqs. (26)-(27)
     state = (alpha_shape, alpha_rate, beta_shape, beta_rate)
@@ -516,7 +572,7 @@ def fit_vb_regression_full(
     )
 
     def sweep(state, active):
-        return _regression_sweep(Phi, t, col_sq, state, active, priors)
+        return _regression_sweep(Phi, t, col_sq, state, active, priors, coupled=False)
 
     qw, state, trace, n_iter, converged, pruned = _coordinate_ascent(
         sweep, state, M, max_iter, tol, prune_alpha
@@ -622,6 +678,7 @@ def _argmax_f_in(s, q2, a, b):
     """
     s = np.asarray(s, dtype=float)
     q2 = np.asarray(q2, dtype=float)
+    b = np.broadcast_to(np.asarray(b, dtype=float), s.shape)  # a rate per basis function
     h, rho = b * s, q2 / s
     c0, c1, c2, c3 = 2 * a + 1, 4 * a + 1 - 2 * h - rho, 2 * a - 4 * h, -2 * h
     # roots z = 1/y of c0 z^3 + c1 z^2 + c2 z + c3 (well scaled when h is tiny)
@@ -640,7 +697,7 @@ def _argmax_f_in(s, q2, a, b):
         y = np.where(np.isfinite(y_new) & (y_new > 0), y_new, y)
     x = y * s[..., None]
     with np.errstate(invalid="ignore"):
-        f = np.where(np.isfinite(x), _f_in(x, s[..., None], q2[..., None], a, b), -np.inf)
+        f = np.where(np.isfinite(x), _f_in(x, s[..., None], q2[..., None], a, b[..., None]), -np.inf)
     best = np.argmax(f, axis=-1)
     x_best = np.take_along_axis(x, best[..., None], axis=-1)[..., 0]
     bad = ~np.isfinite(x_best)
@@ -686,36 +743,40 @@ class _FastVB:
         S = Eb * self.norms2
         out = np.ones(self.M, dtype=bool)
         out[act] = False
-        # pruned factors: joint optimum of Q(w_m) = N(0, v_m) and Q(alpha_m)
-        self.x[out] = _argmax_f_out(S[out], a, b)
-        var = 1.0 / (self.x + S)
         mean = np.zeros(self.M)
+        U = np.zeros((act.size, self.M))
+        g2 = S.copy()  # <beta> ||phi_m - Phi_A u_m||^2 of the pruned m
         if act.size:
             GAA = self.GA[act]
             H = Eb * GAA + np.diag(self.x[act])  # Bishop & Tipping (2000) eq. (23)
             L = cholesky_jittered(H, what="weight posterior precision")
             Sigma = cho_covariance(L)
             mu = Eb * (Sigma @ self.proj[act])  # eq. (24)
-            B = solve_lower(L, self.GA.T)
-            # S_m = phi_m^T C^-1 phi_m by Woodbury (Faul & Tipping 2002, eq. 16)
-            Sm = S - Eb**2 * np.einsum("km,km->m", B, B)
+            # s_m = S_m - <beta>^2 c_m^T Sigma c_m (Faul & Tipping 2002, eq. 16)
+            U, Sm, g2 = _coupled_pruned(L, Eb * self.GA, S, self.x[act])
             Qm = Eb * (self.proj - self.GA @ mu)
             d = np.diag(Sigma)
             Sm[act] = 1.0 / d - self.x[act]  # "out" factors of the active ones, exactly
             Qm[act] = mu / d
             mean[act] = mu
-            var[act] = d
             ED = self.tt - 2.0 * mu @ self.proj[act] + mu @ GAA @ mu
             trace = float(np.sum(GAA * Sigma))
             logdet = -cho_logdet(L)
         else:
             Sigma, Sm, Qm = np.zeros((0, 0)), S.copy(), Eb * self.proj
             ED, trace, logdet = self.tt, 0.0, 0.0
+        # pruned factors: joint optimum of Q(w_m) = N(0, v_m), its coupling
+        # K_m = -u_m to the block and Q(alpha_m), given the rest (module Notes)
+        self.x[out] = _argmax_f_out(Sm[out], a, b)
+        var = np.zeros(self.M)
+        var[out] = 1.0 / (self.x[out] + Sm[out])
+        U[:, act] = 0.0
+        var[act] = np.diag(Sigma) + U**2 @ var  # Var[w_j] = Sigma_jj + (K V K^T)_jj
         self.Eb, self.S, self.s, self.q = Eb, S, Sm, Qm
-        self.Sigma, self.out = Sigma, out
-        # <||t - Phi w||^2> (eq. 27's bracket)
-        self.sq = max(ED, 0.0) + trace + float(var[out] @ self.norms2[out])
-        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))))
+        self.Sigma, self.out, self.U = Sigma, out, U
+        # <||t - Phi w||^2> (eq. 27's bracket): pruned m give v_m ||phi_m - Phi_A u_m||^2
+        self.sq = max(ED, 0.0) + trace + float(var[out] @ g2[out]) / Eb
+        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))), -U)
         Elnb = digamma(self.beta_shape) - np.log(self.beta_rate)
         loglik = 0.5 * self.N * (Elnb - LN_2PI) - 0.5 * Eb * self.sq  # eq. (40)
         beta_terms = _gamma_cross(self.c, self.d, Eb, Elnb) + _gamma_entropy(
@@ -743,11 +804,14 @@ class _FastVB:
         new_x = self.x.copy()
         act = np.asarray(self.active, dtype=int)
         q2 = self.q**2
-        act = act[self.s[act] > 0]  # s_m = 1/Sigma_mm - x_m > 0 unless lost to rounding
+        keep = self.s[act] > 0  # s_m = 1/Sigma_mm - x_m > 0 unless lost to rounding
         if act.size:
-            s, q2a = self.s[act], q2[act]
-            xa = _argmax_f_in(s, q2a, a, b)
-            gain[act] = _f_in(xa, s, q2a, a, b) - _f_in(self.x[act], s, q2a, a, b)
+            # the pruned weights' share of <w_j^2> acts as an extra rate (first order in x_j)
+            extra = (self.U**2 @ self.qw.var)[np.flatnonzero(keep)] if self.U.size else 0.0
+            act = act[keep]
+            s, q2a, be = self.s[act], q2[act], b + 0.5 * extra
+            xa = _argmax_f_in(s, q2a, a, be)
+            gain[act] = _f_in(xa, s, q2a, a, be) - _f_in(self.x[act], s, q2a, a, be)
             new_x[act] = xa
         ok = self.out & (q2 > self.s) & (self.s > ALIGNED * self.S)
         if blocked is not None:
@@ -756,7 +820,7 @@ class _FastVB:
         if cand.size:
             s, q2c = self.s[cand], q2[cand]
             xc = _argmax_f_in(s, q2c, a, b)
-            gain[cand] = _f_in(xc, s, q2c, a, b) - _f_out(self.x[cand], self.S[cand], a, b)
+            gain[cand] = _f_in(xc, s, q2c, a, b) - _f_out(self.x[cand], s, a, b)
             new_x[cand] = xc
         return gain, new_x
 
@@ -795,8 +859,20 @@ class _FastVB:
         self.refresh()
 
     def reestimate(self, j, x):
+        """Set ``<alpha_j> = x``; if the bound falls, take the coordinate step instead.
+
+        ``x`` maximises the bound with the pruned weights' ``s_m`` held fixed,
+        but they depend on ``<alpha_j>``. The fallback is the exact update of
+        ``Q(alpha_j)`` given ``Q(w)`` (eq. 25), ``<alpha_j> = (a + 1/2) / (b +
+        <w_j^2>/2)``, after which :meth:`refresh` maximises over the other
+        factors: the bound cannot fall.
+        """
+        before, w2 = self.bound, self.qw.second_moment[j]
         self.x[j] = x
         self.refresh()
+        if self.bound < before:
+            self.x[j] = (self.a + 0.5) / (self.b + 0.5 * w2)
+            self.refresh()
 
     def update_beta(self):
         """``d~ = d + <||t - Phi w||^2> / 2`` (eq. 27), then ``Q(w)`` and the pruned factors."""
@@ -807,11 +883,13 @@ class _FastVB:
         order = np.argsort(self.active)
         shape, rate = self.q_alpha()
         pruned = self.out.copy()
+        weight_var = self.qw.var.copy()
+        weight_var[self.active] = np.diag(self.Sigma)
         return VBResult(
             mean=self.qw.mean.copy(),
             active=np.asarray(self.active, dtype=int)[order],
             cov=self.Sigma[np.ix_(order, order)],
-            weight_var=self.qw.var.copy(),
+            weight_var=weight_var,
             alpha_shape=shape,
             alpha_rate=rate,
             beta_shape=None if self.beta_shape is None else float(self.beta_shape),
@@ -820,6 +898,7 @@ class _FastVB:
             n_iter=n_iter,
             converged=converged,
             pruned=pruned,
+            coupling=-self.U[order],
         )
 
 
@@ -962,6 +1041,7 @@ def _classification_sweep(Phi, t, state, active, priors):
         0.5 * (Phi.T @ (2.0 * t - 1.0)),
         active,
         2.0 * (lam @ Phi**2),
+        coupled=False,
     )
     xi = _update_xi(Phi, qw)  # eq. (58)
     alpha_shape, alpha_rate = _update_q_alpha(qw, a, b)  # eq. (57)
@@ -1039,25 +1119,34 @@ def fit_vb_classification_full(
 # -- classification that adds basis functions one at a time ----------------------
 
 
-def _squared_design_times(basis, v):
-    """``sum_m phi_nm^2 v_m`` for every row ``n``, without holding the ``N x M`` design.
+def _squared_design_times(basis, v, W=None):
+    """``sum_m phi_nm^2 v_m`` (and ``Phi W`` if ``W`` is given) for every row ``n``.
 
-    Dense: one product. Low rank (``[1, L L^T]``): ``l_n^T (L^T diag(v) L) l_n``.
-    Otherwise kernel columns in blocks of at most ``PREFETCH``.
+    The ``N x M`` design is never held. Dense: products. Low rank
+    (``[1, L L^T]``): ``l_n^T (L^T diag(v) L) l_n`` and ``W_0 + L (L^T W_1:)``.
+    Otherwise kernel columns in blocks of at most ``PREFETCH``, one pass for both.
     """
+    W = np.zeros((len(v), 0)) if W is None else W
+    rows = (v != 0) | np.any(W != 0, axis=1)
     if isinstance(basis, DenseBasis):
-        return (basis.Phi**2) @ v
-    if isinstance(basis, LowRankKernelBasis):
+        out, PW = (basis.Phi**2) @ v, basis.Phi @ W
+    elif isinstance(basis, LowRankKernelBasis):
         off = int(basis.bias)
-        W = basis.L.T @ (v[off:, None] * basis.L)
-        out = np.einsum("ij,ij->i", basis.L @ W, basis.L)
-        return out + (v[0] if off else 0.0)
-    out = np.zeros(basis.n_samples)
-    nz = np.flatnonzero(v)
-    for start in range(0, nz.size, PREFETCH):
-        idx = nz[start : start + PREFETCH]
-        out += basis.columns(idx) ** 2 @ v[idx]
-    return out
+        M2 = basis.L.T @ (v[off:, None] * basis.L)
+        out = np.einsum("ij,ij->i", basis.L @ M2, basis.L)
+        PW = basis.L @ (basis.L.T @ W[off:])
+        if off:
+            out, PW = out + v[0], PW + W[0]
+    else:
+        out = np.zeros(basis.n_samples)
+        PW = np.zeros((basis.n_samples, W.shape[1]))
+        nz = np.flatnonzero(rows)
+        for start in range(0, nz.size, PREFETCH):
+            idx = nz[start : start + PREFETCH]
+            cols = basis.columns(idx)
+            out += cols**2 @ v[idx]
+            PW += cols @ W[idx]
+    return out if W.shape[1] == 0 else (out, PW)
 
 
 class _FastVBC(_FastVB):
@@ -1103,31 +1192,34 @@ class _FastVBC(_FastVB):
         S = self.S
         out = np.ones(self.M, dtype=bool)
         out[act] = False
-        self.x[out] = _argmax_f_out(S[out], a, b)
-        var = 1.0 / (self.x + S)
         mean = np.zeros(self.M)
+        U = np.zeros((act.size, self.M))
+        g2 = S.copy()  # ||phi_m - Phi_A u_m||_H^2 of the pruned m
         if act.size:
             GAA = self.GA[act]
             L = cholesky_jittered(GAA + np.diag(self.x[act]), what="weight posterior precision")
             Sigma = cho_covariance(L)
             mu = Sigma @ self.proj[act]  # eq. (55)
-            B = solve_lower(L, self.GA.T)
-            Sm = S - np.einsum("km,km->m", B, B)
+            U, Sm, g2 = _coupled_pruned(L, self.GA, S, self.x[act])
             Qm = self.proj - self.GA @ mu
             d = np.diag(Sigma)
             Sm[act] = 1.0 / d - self.x[act]
             Qm[act] = mu / d
             mean[act] = mu
-            var[act] = d
             quad = float(mu @ GAA @ mu + np.sum(GAA * Sigma))
             linear = float(mu @ self.proj[act])
             logdet = -cho_logdet(L)
         else:
             Sigma, Sm, Qm = np.zeros((0, 0)), S.copy(), self.proj.copy()
             quad, linear, logdet = 0.0, 0.0, 0.0
-        self.s, self.q, self.Sigma, self.out = Sm, Qm, Sigma, out
-        quad += float(var[out] @ S[out])  # sum_n 2 lambda_n <f_n^2>
-        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))))
+        self.x[out] = _argmax_f_out(Sm[out], a, b)
+        var = np.zeros(self.M)
+        var[out] = 1.0 / (self.x[out] + Sm[out])
+        U[:, act] = 0.0
+        var[act] = np.diag(Sigma) + U**2 @ var
+        self.s, self.q, self.Sigma, self.out, self.U = Sm, Qm, Sigma, out, U
+        quad += float(var[out] @ g2[out])  # sum_n 2 lambda_n <f_n^2>
+        self.qw = _QW(mean, Sigma, act, var, logdet + float(np.sum(np.log(var[out]))), -U)
         xi = self.xi
         # Bishop & Tipping (2000) eq. (60); ln sigma(xi) = -log(1 + exp(-xi))
         log_f = float(np.sum(-np.logaddexp(0.0, -xi) - 0.5 * xi + self.lam * xi**2))
@@ -1155,8 +1247,15 @@ class _FastVBC(_FastVB):
         mu = self.qw.mean[act]
         f = self.cols @ mu
         v = np.einsum("nj,nj->n", self.cols @ self.Sigma, self.cols) if act.size else 0.0
-        e = _squared_design_times(self.basis, np.where(self.out, self.qw.var, 0.0))
-        self.set_xi(np.sqrt(f**2 + v + e))
+        vout = np.where(self.out, self.qw.var, 0.0)
+        # sum_P v_m (phi_nm - (Phi_A u_m)_n)^2 = sum_P v_m phi_nm^2
+        #   - 2 (Phi_A o Phi_P V U^T) 1 + (Phi_A (U V U^T) o Phi_A) 1
+        VU = vout[:, None] * self.U.T
+        e, PVU = _squared_design_times(self.basis, vout, VU)
+        if act.size:
+            e = e - 2.0 * np.einsum("nj,nj->n", self.cols, PVU)
+            e = e + np.einsum("nj,nj->n", self.cols @ (self.U @ VU), self.cols)
+        self.set_xi(np.sqrt(np.maximum(f**2 + v + e, 0.0)))
         self.refresh()
 
     def result(self, trace, n_iter, converged):
