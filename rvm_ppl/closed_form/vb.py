@@ -426,6 +426,9 @@ def _update_q_w(Phi, alpha_mean, curvature, rhs, active, pruned_curv, coupled=Tr
     return _QW(mean, cov, np.asarray(active), var, logdet, coupling)
 
 
+SPAN = 1e-12  # S_m - c_m^T u_m below SPAN * S_m is rounding: phi_m is in the block's span
+
+
 def _coupled_pruned(L, C, S, x_active):
     """The pruned weights' coupling to the Gaussian block and their projected factors.
 
@@ -442,9 +445,9 @@ def _coupled_pruned(L, C, S, x_active):
         ``s_m = S_m - c_m^T u_m``, the sparsity factor of ``m`` with respect
         to the block (Faul & Tipping 2002, eq. 16). Since ``s_m = ||g_m||_B^2
         + u_m^T A_A u_m`` with ``g_m = phi_m - Phi_A u_m``, it is at least
-        ``sum_j x_j u_jm^2``, which the difference loses to rounding when
-        ``phi_m`` lies (nearly) in the span of the block: ``s_m`` is taken as
-        the larger of the two.
+        ``sum_j x_j u_jm^2`` (equal when ``phi_m`` lies in the span of the
+        block), which is taken where the difference is below ``SPAN * S_m``
+        and lost to rounding.
     g2 : ndarray of shape (n,)
         ``||g_m||_B^2 = s_m - sum_j x_j u_jm^2``, the pruned weight's share
         of the expected weighted residual per unit variance.
@@ -452,7 +455,8 @@ def _coupled_pruned(L, C, S, x_active):
     B = solve_lower(L, C.T)
     U = solve_lower_t(L, B)
     floor = x_active @ U**2
-    s = np.maximum(S - np.einsum("km,km->m", B, B), floor)
+    s = S - np.einsum("km,km->m", B, B)
+    s = np.where(s > SPAN * S, np.maximum(s, floor), floor)
     return U, s, s - floor
 
 
