@@ -468,3 +468,29 @@ def test_collinear_kernel_columns_do_not_feed_the_noise(scale):
     assert noise[0] == pytest.approx(noise[1], rel=0.1)
     assert 0.09 < noise[0] < 0.11
     assert seq.bound >= full.bound - 1e-3 * abs(full.bound)
+
+
+def test_estimator_predictive_variance_is_the_familys():
+    """RVR(method="vb").predict's sd: Var[phi(x)^T w] under the joint Gaussian of every weight
+    (support and outside, with their coupling), plus the noise."""
+    from rvm_ppl import RVR
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-10, 10, (300, 1))
+    y = np.sinc(X[:, 0] / np.pi) + 0.1 * rng.standard_normal(300)
+    m = RVR(gamma=1 / 9, method="vb").fit(X, y)
+    r = m.result_
+    M = len(r.alpha)
+    S, out = np.asarray(r.support), np.flatnonzero(r.outside_var > 0)
+    assert out.size > 0 and np.abs(r.outside_coupling).max() > 0
+    K, v = r.outside_coupling[:, out], r.outside_var[out]
+    cov = np.zeros((M, M))
+    cov[np.ix_(S, S)] = r.cov + (K * v) @ K.T
+    cov[np.ix_(S, out)] = K * v
+    cov[np.ix_(out, S)] = (K * v).T
+    cov[out, out] = v
+    Xt = np.linspace(-12, 12, 50)[:, None]
+    P = m._design(Xt, np.arange(M))
+    _, sd = m.predict(Xt, return_std=True)
+    np.testing.assert_allclose(sd**2, r.noise_var + np.einsum("nj,jk,nk->n", P, cov, P),
+                               rtol=1e-8)

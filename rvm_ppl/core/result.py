@@ -55,7 +55,12 @@ class FitResult:
         Variance of each weight outside ``support`` where it is not a point
         mass: a pruned vb fit keeps an independent ``N(0, v_m)`` factor for
         every basis function it leaves out (0 on ``support``). It adds
-        ``sum_m phi_m(x)^2 v_m`` to the predictive variance of the latent.
+        ``sum_m (phi_m(x) + phi_S(x)^T K_m)^2 v_m`` to the predictive
+        variance of the latent (``K``: ``outside_coupling``, or 0).
+    outside_coupling : ndarray of shape (len(support), M) or None
+        ``K`` of a vb fit: the weights on ``support`` are ``mean + K w_out +
+        eps``, ``eps ~ N(0, cov)``, linear in the weights outside (zero
+        columns on ``support``); None when they are independent.
     latent : dict or None
         The marginal regression in its low-rank form (``build_model``'s
         ``Phi = Q V``): ``V_pinv`` (``V^+``, len(support) x k), ``mean`` and
@@ -86,6 +91,7 @@ class FitResult:
     sample_stats: Any = None
     outside_var: np.ndarray | None = None
     latent: dict | None = None
+    outside_coupling: np.ndarray | None = None
 
     def latent_moments(self, Phi):
         """Mean and variance of the latent ``f = Phi w`` at design rows ``Phi`` (on ``support``).

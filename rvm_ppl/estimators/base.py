@@ -261,14 +261,23 @@ class _RVMBase(BaseEstimator):
         return X.astype(np.float64, copy=False), np.result_type(X.dtype, self.coef_.dtype)
 
     def _outside_var(self, result, X):
-        """``sum_m phi_m(x)^2 v_m`` over the weights outside the model that are not point masses."""
+        """``sum_m (phi_m(x) + phi_S(x)^T K_m)^2 v_m`` over the weights outside the model.
+
+        ``v_m``: ``result.outside_var`` (0 for point masses); ``K``: how the
+        weights on the support depend on them (``result.outside_coupling``).
+        """
         if result.outside_var is None:
             return 0.0
+        K = result.outside_coupling
+        PS = self._design(X, result.support) if K is not None and K.size else None
         idx = np.flatnonzero(result.outside_var > 0)
         out = np.zeros(X.shape[0])
         for cols in np.array_split(idx, max(1, idx.size // 2048)):  # bounded memory
             if cols.size:
-                out += self._design(X, cols) ** 2 @ result.outside_var[cols]
+                G = self._design(X, cols)
+                if PS is not None:
+                    G = G + PS @ K[:, cols]
+                out += G**2 @ result.outside_var[cols]
         return out
 
     def pymc_model(self):

@@ -179,6 +179,8 @@ def _with_state(est):
             data[f"w_draws_{k}"] = ((f"sample{k}", s), r.w_draws)
         if r.outside_var is not None:
             data[f"outside_var_{k}"] = ((m,), r.outside_var)
+        if r.outside_coupling is not None:
+            data[f"outside_coupling_{k}"] = ((s, m), r.outside_coupling)
         for name, (dims_, values) in r.fit.items():  # objective traces: the scores_
             if dims_ == ("iteration",):
                 data[f"trace_{name}_{k}"] = ((f"iteration{k}",), values)
@@ -212,6 +214,7 @@ def _restore_result(state, k):
         w = np.asarray(state[f"w_draws_{k}"].values)
         draws = {"w": w[None]}
     outside = state.get(f"outside_var_{k}")
+    coupling = state.get(f"outside_coupling_{k}")
     latent = None
     if f"latent_V_pinv_{k}" in state:
         latent = {name: np.asarray(state[f"latent_{name}_{k}"].values)
@@ -223,7 +226,9 @@ def _restore_result(state, k):
     return FitResult(latent=latent, method=meta["method"], likelihood=meta["likelihood"],
                      basis=tuple(meta["basis"]), beta=meta["beta"], noise_var=meta["noise_var"],
                      stats=meta["stats"], draws=draws, fit=fit,
-                     outside_var=None if outside is None else np.asarray(outside.values), **arrays)
+                     outside_var=None if outside is None else np.asarray(outside.values),
+                     outside_coupling=None if coupling is None else np.asarray(coupling.values),
+                     **arrays)
 
 
 def _params_of_format_3(cls, params, path):

@@ -320,6 +320,7 @@ def _vb_result(res, labels, likelihood, scale=1.0, n_obs=0):
         alpha_gamma=(alpha_shape, alpha_rate),
         beta_gamma=beta_gamma,
         outside_var=outside_var,
+        outside_coupling=res.coupling,  # a ratio of weights: free of the scale
     )
 
 
