@@ -321,7 +321,8 @@ def test_loading_another_format_or_estimator_is_refused(sinc, tmp_path):
 
 
 def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
-    """Monte Carlo from Q(w) (full Gaussian on the model, N(0, v_m) outside) against predict."""
+    """Monte Carlo from Q(w) against predict: N(0, v_m) outside the model, and on the model
+    mean + K w_out + N(0, cov), K the weights' coupling (rvm_ppl.closed_form.vb, Notes)."""
     X, y = make_sinc(300, grid=False, random_state=3)
     m = RVR(gamma=1 / 9).fit(X, y, method="vb")
     r = m.result_
@@ -330,12 +331,15 @@ def test_vb_predictive_variance_is_that_of_q_including_the_weights_left_out():
     Xt = np.linspace(-9, 9, 7)[:, None]
     rng = np.random.default_rng(0)
     S = 40_000
-    w_in = rng.multivariate_normal(r.mean, r.cov, size=S)
     w_out = rng.standard_normal((S, outside.size)) * np.sqrt(r.outside_var[outside])
+    w_in = rng.multivariate_normal(r.mean, r.cov, size=S) + w_out @ r.outside_coupling[:, outside].T
     f = w_in @ m._design(Xt, r.support).T + w_out @ m._design(Xt, outside).T
     _, std = m.predict(Xt, return_std=True)
     np.testing.assert_allclose(f.var(axis=0) + r.noise_var, std**2, rtol=0.03)
-    assert np.all(std**2 > r.noise_var + f.var(axis=0) - (w_out @ m._design(Xt, outside).T).var(0) + 1e-6)
+    # the weights left out add to the variance: their share, through the model's weights too
+    coupled = m._design(Xt, r.support) @ r.outside_coupling[:, outside]
+    left_out = w_out @ (m._design(Xt, outside) + coupled).T
+    assert np.all(std**2 > r.noise_var + f.var(axis=0) - left_out.var(0) + 1e-6)
 
 
 @pytest.mark.slow

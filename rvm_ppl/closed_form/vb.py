@@ -147,8 +147,8 @@ candidates).
 Full fit (fit_vb_regression_full, fit_vb_classification_full)
 -------------------------------------------------------------
 A basis function whose ``<alpha_m>`` exceeds ``prune_alpha`` may be moved
-to the restricted part, as an independent weight (``K = 0``). Dropping the cross-covariances and the (tiny) mean
-of ``w_m`` lowers the bound once, by ``O(c_m / <alpha_m>)`` where
+to the restricted part, as an independent weight (``K = 0``). Dropping the
+cross-covariances and the (tiny) mean of ``w_m`` lowers the bound once, by ``O(c_m / <alpha_m>)`` where
 ``c_m <= <beta> ||phi_m||^2`` is the coupling of ``phi_m`` to the other
 basis functions; a sweep that would prune is therefore kept only if its
 bound is not below the previous one (relative slack ``PRUNE_RTOL``), and
@@ -728,7 +728,8 @@ def _argmax_f_in(s, q2, a, b):
         y = np.where(np.isfinite(y_new) & (y_new > 0), y_new, y)
     x = y * s[..., None]
     with np.errstate(invalid="ignore"):
-        f = np.where(np.isfinite(x), _f_in(x, s[..., None], q2[..., None], a, b[..., None]), -np.inf)
+        f = _f_in(x, s[..., None], q2[..., None], a, b[..., None])
+        f = np.where(np.isfinite(x), f, -np.inf)
     best = np.argmax(f, axis=-1)
     x_best = np.take_along_axis(x, best[..., None], axis=-1)[..., 0]
     bad = ~np.isfinite(x_best)
@@ -1158,6 +1159,7 @@ def _squared_design_times(basis, v, W=None):
     (``[1, L L^T]``): ``l_n^T (L^T diag(v) L) l_n`` and ``W_0 + L (L^T W_1:)``.
     Otherwise kernel columns in blocks of at most ``PREFETCH``, one pass for both.
     """
+    products = W is not None
     W = np.zeros((len(v), 0)) if W is None else W
     rows = (v != 0) | np.any(W != 0, axis=1)
     if isinstance(basis, DenseBasis):
@@ -1178,7 +1180,7 @@ def _squared_design_times(basis, v, W=None):
             cols = basis.columns(idx)
             out += cols**2 @ v[idx]
             PW += cols @ W[idx]
-    return out if W.shape[1] == 0 else (out, PW)
+    return (out, PW) if products else out
 
 
 class _FastVBC(_FastVB):
