@@ -191,3 +191,34 @@ def test_coupled_family_bound_is_eq59_with_full_matrices():
     xi = np.sqrt(f**2 + np.einsum("nj,jk,nk->n", Phi, qw.cov, Phi))
     st.update_xi()
     np.testing.assert_allclose(st.xi, xi, rtol=1e-8)
+
+
+def test_khat_proposal_is_the_coupled_family():
+    """pareto_khat's draws for a vb classifier come from its Q(w): on the model's bases alone
+    N(mean, cov + K V K^T), and jointly with the bases outside, mean + K w_out + N(0, cov)."""
+    from scipy import stats
+
+    from rvm_ppl import RVC
+    from rvm_ppl.datasets.loaders import make_ripley
+    from rvm_ppl.model.build import resolve_priors
+    from rvm_ppl.output.diagnostics import _q_vb_weights
+
+    X, y = make_ripley(60, random_state=1)
+    vb = RVC(gamma=4, draws=20, progressbar=False).fit(X, y, method="vb")
+    r, fit = vb.results_[0], vb.idata_.fit
+    in_model = np.zeros(len(r.alpha), dtype=bool)
+    in_model[r.support] = True
+    out = np.flatnonzero(~in_model)
+    K, v = r.outside_coupling[:, out], r.outside_var[out]
+    assert np.abs(K).max() > 0
+    marginal = r.cov + (K * v) @ K.T
+    priors = resolve_priors(None)
+    w, logq = _q_vb_weights(fit, np.random.default_rng(0), 400, in_model, in_model, priors)
+    np.testing.assert_allclose(logq, stats.multivariate_normal(r.mean, marginal).logpdf(w),
+                               rtol=1e-8)
+    w, logq = _q_vb_weights(fit, np.random.default_rng(1), 20000, np.ones_like(in_model),
+                            in_model, priors)
+    np.testing.assert_allclose(np.cov(w[:, in_model].T), marginal,
+                               atol=0.05 * np.abs(marginal).max())
+    resid = w[:, in_model] - r.mean - w[:, out] @ K.T  # eps, independent of w_out
+    np.testing.assert_allclose(np.cov(resid.T), r.cov, atol=0.05 * np.abs(r.cov).max())

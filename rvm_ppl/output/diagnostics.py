@@ -641,10 +641,12 @@ def _log_alpha_given_weights(w, priors):
 def _q_vb_weights(fit, rng, S, keep, in_model, priors):
     """Draws of ``w`` from vb's ``Q(w)`` and their log density (classifier).
 
-    ``Q(w)`` is the full Gaussian ``N(mean, cov)`` on the bases in the model
-    and an independent ``N(0, v_m)`` on each other one, where
-    ``Q(alpha_m) = Gamma(a + 1/2, b + v_m / 2)`` gives ``v_m = 2 (rate - b)``
-    (:class:`rvm_ppl.closed_form.vb.VBResult`).
+    ``Q(w)`` is an independent ``N(0, v_m)`` on each basis outside the model,
+    where ``Q(alpha_m) = Gamma(a + 1/2, b + v_m / 2)`` gives
+    ``v_m = 2 (rate - b)``, and ``mean + K w_out + N(0, cov)`` on the bases in
+    the model (``K``: the fit's ``coupling``, zero if it has none;
+    :class:`rvm_ppl.closed_form.vb.VBResult`). On the model's bases alone
+    (``keep``) that is ``N(mean, cov + K V K^T)``.
     """
     from scipy import stats
 
@@ -654,17 +656,25 @@ def _q_vb_weights(fit, rng, S, keep, in_model, priors):
     idx = np.flatnonzero(in_model)
     mean = np.asarray(fit["mean"].values, dtype=float)
     cov = np.asarray(fit["cov"].values, dtype=float)
+    out = np.flatnonzero(~in_model)
+    v = 2.0 * (np.asarray(fit["alpha_rate"].values, dtype=float)[out] - priors["b"])
+    sd = np.sqrt(np.maximum(v, np.finfo(float).tiny))
+    K = np.asarray(fit["coupling"].values, dtype=float)[:, out] if "coupling" in fit else None
+    joint = bool(keep[out].all())  # every weight outside is kept: draw them, then the model's
+    if K is not None and not joint:  # the model's weights alone: their marginal
+        cov = cov + (K * sd**2) @ K.T
     L = cholesky_jittered(cov, what="vb's weight covariance")
     z = rng.standard_normal((S, idx.size))
     w[:, idx] = mean + z @ L.T
     logq += (-0.5 * (z**2).sum(axis=1) - np.log(np.diag(L)).sum()
              - 0.5 * idx.size * np.log(2 * np.pi))
-    out = np.flatnonzero(~in_model & keep)
-    if out.size:
-        v = 2.0 * (np.asarray(fit["alpha_rate"].values, dtype=float)[out] - priors["b"])
-        sd = np.sqrt(np.maximum(v, np.finfo(float).tiny))
+    if out.size and joint:
         w[:, out] = sd * rng.standard_normal((S, out.size))
         logq += stats.norm.logpdf(w[:, out], 0.0, sd).sum(axis=1)
+        if K is not None:
+            w[:, idx] += w[:, out] @ K.T
+    elif out.size and keep[out].any():  # pragma: no cover - keep is all or the model
+        raise ValueError("keep must be every basis or the model's bases.")
     return w[:, keep], logq
 
 

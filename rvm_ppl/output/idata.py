@@ -448,10 +448,13 @@ def to_idata(result, *, y, Phi=None, X=None, chains=4, draws=1000, random_state=
         {
             "mean": (("basis",), result.mean),
             "cov": (("basis", "basis_col"), result.cov),
+            **({} if result.outside_coupling is None else
+               {"coupling": (("basis", "candidate"), result.outside_coupling)}),
             **{k: (dims_, np.asarray(v)) for k, (dims_, v) in result.fit.items()},
         },
         coords={k: v for k, v in fit_coords.items()
-                if k in ("basis", "basis_col") or any(k in d for d, _ in result.fit.values())},
+                if k in ("basis", "basis_col") or any(k in d for d, _ in result.fit.values())
+                or (k == "candidate" and result.outside_coupling is not None)},
     )
     if "iteration" in groups["fit"].dims:
         groups["fit"] = groups["fit"].assign_coords(
